@@ -1,0 +1,223 @@
+"""One case per validation rule: the bad input is reported with its full key, value, rule and fix."""
+
+import importlib.util
+import os
+
+import pytest
+
+from tests.conftest import problems, validated
+
+DATASET = "buffer.trainer_input.experience_buffer.path=/data/set.jsonl"
+
+BAD = {
+    # global
+    "mode not supported yet": (["mode=serve"], "mode"),
+    "sft has no explorer": (["algorithm=sft", "mode=both", DATASET], "mode"),
+    "checkpoint root missing": (["checkpoint_root_dir="], "checkpoint_root_dir"),
+    # algorithm
+    "unknown function": (["algorithm.policy_loss_fn=nope"], "algorithm.policy_loss_fn"),
+    "unknown plug-in path": (["algorithm.policy_loss_fn=tests.plugins.Missing"], "algorithm.policy_loss_fn"),
+    "plug-in without Args": (["algorithm.policy_loss_fn=tests.plugins.NoArgsLoss"], "algorithm.policy_loss_fn"),
+    "argument the function does not take": (
+        ["+algorithm.policy_loss_fn_args.clip_rang=0.1"],
+        "algorithm.policy_loss_fn_args.clip_rang",
+    ),
+    "clip_range <= 0": (["+algorithm.policy_loss_fn_args.clip_range=0"], "algorithm.policy_loss_fn_args.clip_range"),
+    "unknown aggregation mode": (
+        ["+algorithm.policy_loss_fn_args.loss_agg_mode=token-sum"],
+        "algorithm.policy_loss_fn_args.loss_agg_mode",
+    ),
+    "label smoothing above 0.5": (
+        ["algorithm=dpo", DATASET, "+algorithm.policy_loss_fn_args.label_smoothing=0.6"],
+        "algorithm.policy_loss_fn_args.label_smoothing",
+    ),
+    "wrong argument type": (["+algorithm.advantage_fn_args.epsilon=tiny"], "algorithm.advantage_fn_args.epsilon"),
+    "group advantage with one response": (["algorithm.repeat_times=1"], "algorithm.repeat_times"),
+    "adaptive KL without target": (
+        ["algorithm.kl_penalty_fn=k2", "+algorithm.kl_penalty_fn_args={adaptive:true,target_kl:null}"],
+        "algorithm.kl_penalty_fn_args.target_kl",
+    ),
+    "sapo tau_neg below tau_pos": (
+        ["algorithm=sapo", "+algorithm.policy_loss_fn_args={tau_pos:2.0,tau_neg:1.0}"],
+        "algorithm.policy_loss_fn_args.tau_neg",
+    ),
+    "mix loss without expert rows": (["algorithm.policy_loss_fn=mix"], "algorithm.sample_strategy"),
+    "missing advantage": (["algorithm.advantage_fn=null"], "algorithm.advantage_fn"),
+    # model
+    "model path missing": (["model=qwen2.5-0.5b-instruct", "model.model_path="], "model.model_path"),
+    "model path does not exist": (
+        ["model=qwen2.5-0.5b-instruct", "model.model_path=/no/such/model"],
+        "model.model_path",
+    ),
+    "lengths do not fit": (
+        ["model.max_model_len=100", "model.max_prompt_tokens=80", "model.max_response_tokens=40"],
+        "model.max_model_len",
+    ),
+    "length not derivable": (["model.max_model_len=null", "model.max_response_tokens=null"], "model.max_model_len"),
+    "chat template file missing": (["model.chat_template_path=/no/template.jinja"], "model.chat_template_path"),
+    # devices
+    "no device left for the trainer": (["explorer.rollout_model.engine_num=2"], "explorer.rollout_model.engine_num"),
+    "trainer not on whole nodes": (
+        ["cluster.gpu_per_node=4", "cluster.node_num=2", "buffer.train_batch_size=70"],
+        "cluster.trainer_gpu_num",
+    ),
+    "engine larger than a node": (
+        ["explorer=vllm", "cluster.gpu_per_node=4", "explorer.rollout_model.tensor_parallel_size=8"],
+        "explorer.rollout_model.tensor_parallel_size",
+    ),
+    "hf engine with tensor parallel": (
+        ["cluster.cpu_devices_per_node=4", "explorer.rollout_model.tensor_parallel_size=2"],
+        "explorer.rollout_model.tensor_parallel_size",
+    ),
+    "vllm on CPU": (["explorer=vllm", "explorer.rollout_model.engine_num=1"], "explorer.rollout_model.engine_type"),
+    "explore mode with too many engines": (
+        ["mode=explore", "explorer.rollout_model.engine_num=3"],
+        "explorer.rollout_model.engine_num",
+    ),
+    # explorer
+    "auxiliary model without path": (
+        ["explorer.auxiliary_models=[{engine_num:1}]", "cluster.cpu_devices_per_node=3"],
+        "explorer.auxiliary_models[0].model_path",
+    ),
+    # buffer
+    "batch does not split across trainer devices": (["cluster.cpu_devices_per_node=4"], "buffer.train_batch_size"),
+    "micro batch above the per-device batch": (
+        ["trainer.use_dynamic_bsz=false", "trainer.actor.ppo_micro_batch_size_per_gpu=128"],
+        "trainer.actor.ppo_micro_batch_size_per_gpu",
+    ),
+    "dpo with an odd batch": (["algorithm=dpo", DATASET, "buffer.train_batch_size=7"], "buffer.train_batch_size"),
+    "taskset path missing": (["buffer.explorer_input.taskset.path=null"], "buffer.explorer_input.taskset.path"),
+    "train taskset n differs": (
+        ["buffer.explorer_input.taskset.rollout_args.n=3"],
+        "buffer.explorer_input.taskset.rollout_args.n",
+    ),
+    "bench without eval tasksets": (
+        ["mode=bench", "buffer.explorer_input.eval_tasksets=[]"],
+        "buffer.explorer_input.eval_tasksets",
+    ),
+    "eval taskset without path": (
+        ["buffer.explorer_input.eval_tasksets=[{name:x}]"],
+        "buffer.explorer_input.eval_tasksets[0].path",
+    ),
+    "sft without dataset": (["algorithm=sft"], "buffer.trainer_input.experience_buffer.path"),
+    "priority function argument unknown": (
+        ["+buffer.trainer_input.experience_buffer.replay_buffer.priority_fn_args={decy:1}"],
+        "buffer.trainer_input.experience_buffer.replay_buffer.priority_fn_args.decy",
+    ),
+    "mix without expert dataset": (["algorithm=mix"], "buffer.trainer_input.auxiliary_buffers.sft_dataset"),
+    "auxiliary dataset without path": (
+        ["algorithm=mix", "+buffer.trainer_input.auxiliary_buffers={sft_dataset:{split:train}}"],
+        "buffer.trainer_input.auxiliary_buffers.sft_dataset.path",
+    ),
+    # trainer
+    "resume path not a checkpoint": (["trainer.resume_mode=resume_path"], "trainer.resume_from_path"),
+    "resume path missing on disk": (
+        ["trainer.resume_mode=resume_path", "trainer.resume_from_path=/no/global_step_3"],
+        "trainer.resume_from_path",
+    ),
+    "sequence parallel does not divide devices": (
+        ["trainer.actor.ulysses_sequence_parallel_size=3", "cluster.cpu_devices_per_node=3"],
+        "trainer.actor.ulysses_sequence_parallel_size",
+    ),
+    "fsdp size does not divide devices": (["trainer.fsdp_config.fsdp_size=2"], "trainer.fsdp_config.fsdp_size"),
+    "megatron parallel sizes do not divide devices": (
+        ["trainer=megatron", "cluster.gpu_per_node=4", "trainer.megatron.tensor_model_parallel_size=2"],
+        "trainer.megatron.tensor_model_parallel_size",
+    ),
+    # structure
+    "unknown key added with +": (["+buffer.batch_sise=4"], "buffer.batch_sise"),
+    "derived key set by hand": (["buffer.train_batch_size_per_device=4"], "buffer.train_batch_size_per_device"),
+    "stage override typo": (
+        ["+experiment=sft_then_grpo", "+stages.0.algorithm.optimizr={lr:1}"],
+        "stages[0].algorithm",
+    ),
+}
+
+
+@pytest.mark.parametrize("overrides, key", BAD.values(), ids=BAD.keys())
+def test_rule_reports_the_key(overrides, key):
+    found = problems(*overrides)
+    matching = [k for k in found if k == key or k.startswith(key + ".")]
+    assert matching, f"expected a problem at {key}, got {list(found)}"
+    problem = found[matching[0]]
+    assert problem.rule and problem.fix and str(problem).startswith(f"{problem.key} = ")
+
+
+@pytest.mark.skipif(importlib.util.find_spec("wandb") is not None, reason="wandb is installed here")
+def test_monitor_needs_its_package():
+    found = problems("monitor.monitor_type=wandb")
+    assert "pip install wandb" in found["monitor.monitor_type"].fix
+
+
+def test_all_problems_come_together():
+    found = problems("buffer.batch_size=0", "synchronizer.sync_interval=0", "explorer.rollout_model.engine_num=2")
+    assert {"buffer.batch_size", "synchronizer.sync_interval", "explorer.rollout_model.engine_num"} <= set(found)
+
+
+def test_plugin_with_args_dataclass_is_validated_like_a_builtin():
+    ok = validated("algorithm.policy_loss_fn=tests.plugins.ScaledLoss", "+algorithm.policy_loss_fn_args={scale:2.0}")
+    assert ok.configs[0].algorithm.policy_loss_fn_args == {"scale": 2.0, "loss_agg_mode": "token-mean"}
+    bad = problems("algorithm.policy_loss_fn=tests.plugins.ScaledLoss", "+algorithm.policy_loss_fn_args={scale:-1.0}")
+    assert "algorithm.policy_loss_fn_args.scale" in bad
+
+
+@pytest.mark.parametrize(
+    "overrides, prompt, response",
+    [
+        (["model.max_model_len=100", "model.max_prompt_tokens=null", "model.max_response_tokens=null"], 50, 50),
+        (["model.max_model_len=100", "model.max_prompt_tokens=null", "model.max_response_tokens=30"], 70, 30),
+        (["model.max_model_len=100", "model.max_prompt_tokens=200", "model.max_response_tokens=null"], 99, 1),
+        (["model.max_model_len=null", "model.max_prompt_tokens=20", "model.max_response_tokens=10"], 20, 10),
+    ],
+)
+def test_lengths_are_derived(overrides, prompt, response):
+    model = validated(*overrides).configs[0].model
+    assert (model.max_prompt_tokens, model.max_response_tokens) == (prompt, response)
+    assert model.max_prompt_tokens + model.max_response_tokens <= model.max_model_len
+
+
+def test_derived_values_and_notes():
+    result = validated("checkpoint_root_dir=relative/ckpt", "explorer.eval_interval=7", "synchronizer.sync_interval=2")
+    config = result.configs[0]
+    assert config.checkpoint_root_dir == os.path.abspath("relative/ckpt")
+    assert config.checkpoint_job_dir == os.path.join(config.checkpoint_root_dir, "trinity", "arithmetic")
+    assert config.ray_namespace == "trinity/arithmetic"
+    assert config.buffer.train_batch_size == 8 * 8 and config.buffer.train_batch_size_per_device == 64
+    assert (config.cluster.total_gpu_num, config.cluster.rollout_gpu_num, config.cluster.trainer_gpu_num) == (2, 1, 1)
+    assert config.explorer.eval_interval == 6
+    notes = {note.key: note for note in result.notes}
+    assert {"checkpoint_root_dir", "explorer.eval_interval"} <= set(notes)
+
+
+def test_offline_algorithms_force_checkpoint_sync_and_train_mode():
+    result = validated("algorithm=sft", DATASET, "trainer.save_interval=5")
+    config = result.configs[0]
+    assert config.mode.value == "train"
+    assert config.synchronizer.sync_method.value == "checkpoint" and config.synchronizer.sync_interval == 5
+    assert config.cluster.trainer_gpu_num == 2, "without an explorer every device trains"
+    assert config.buffer.trainer_input.experience_buffer.format.prompt_type.value == "messages"
+
+
+def test_non_both_modes_turn_nccl_into_checkpoint():
+    config = validated("mode=explore", "synchronizer.sync_method=nccl").configs[0]
+    assert config.synchronizer.sync_method.value == "checkpoint"
+
+
+def test_fresh_run_never_reuses_a_non_empty_job_dir(tmp_path):
+    (tmp_path / "trinity" / "arithmetic").mkdir(parents=True)
+    (tmp_path / "trinity" / "arithmetic" / "trainer_meta.json").write_text("{}")
+    kept = validated(f"checkpoint_root_dir={tmp_path}").configs[0]
+    assert kept.name == "arithmetic"
+    fresh = validated(f"checkpoint_root_dir={tmp_path}", "continue_from_checkpoint=false").configs[0]
+    assert fresh.name.startswith("arithmetic_") and fresh.checkpoint_job_dir != kept.checkpoint_job_dir
+
+
+def test_stages_merge_over_the_base_and_switch_schemas():
+    result = validated("+experiment=sft_then_grpo")
+    sft, grpo = result.configs
+    assert (sft.name, grpo.name) == ("sft_then_grpo/sft_warmup", "sft_then_grpo/grpo")
+    assert sft.algorithm.algorithm_type.value == "sft" and sft.algorithm.policy_loss_fn == "sft"
+    assert sft.algorithm.optimizer.lr == 1e-3 and sft.mode.value == "train"
+    assert grpo.algorithm.algorithm_type.value == "grpo" and grpo.algorithm.repeat_times == 8
+    assert sft.checkpoint_job_dir.endswith("sft_then_grpo/sft_warmup")
+    assert sft.buffer.total_epochs == 3 and grpo.buffer.total_epochs == 1

@@ -1,0 +1,26 @@
+"""The task function every launcher calls: validate the job's config, then dry-run or run it."""
+
+import sys
+
+from omegaconf import DictConfig
+
+from trinity.config import ConfigError, validate
+from trinity.config.describe import describe
+
+
+def run(cfg: DictConfig) -> dict:
+    """Validate `cfg` (exit 1 with every problem listed); print it on dry_run, else run the experiment."""
+    try:
+        validated = validate(cfg)
+    except ConfigError as exc:
+        print(exc, file=sys.stderr)
+        raise SystemExit(1) from None
+    if validated.configs[0].dry_run:
+        print(describe(validated))
+        return {"dry_run": True, "stages": len(validated.configs)}
+    print(
+        "trinity: the config is valid, but this version cannot run experiments yet: the RFT engine "
+        "(explorer, trainer, buffers) has not landed. Use dry_run=true to validate and inspect a config.",
+        file=sys.stderr,
+    )
+    raise SystemExit(1)

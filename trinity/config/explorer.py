@@ -1,0 +1,99 @@
+"""Schema of the `explorer` group: rollout engines, workflow runners, evaluation cadence."""
+
+from dataclasses import dataclass
+from typing import List, Optional
+
+from trinity.config.choices import Choice
+from trinity.config.fields import setting
+
+
+class EngineType(Choice):
+    hf = "hf"
+    vllm = "vllm"
+
+
+class Dtype(Choice):
+    bfloat16 = "bfloat16"
+    float16 = "float16"
+    float32 = "float32"
+
+
+@dataclass
+class InferenceModelConfig:
+    """One served model: the rollout policy or an auxiliary model (judge, teacher)."""
+
+    model_path: Optional[str] = setting(
+        None, help="Weights to serve; for the rollout model empty means model.model_path.", auto=True
+    )
+    name: Optional[str] = setting(None, help="Name workflows use to find an auxiliary model.")
+    engine_type: EngineType = setting(EngineType.hf, help="Backend: hf (transformers generate) or vllm.")
+    engine_num: int = setting(2, help="Number of engine replicas (Ray actors).", ge=1)
+    tensor_parallel_size: int = setting(1, help="Devices each engine spans.", ge=1)
+    enforce_eager: bool = setting(True, help="vLLM only: disable CUDA graphs.")
+    enable_prefix_caching: bool = setting(False, help="vLLM only: reuse KV cache across shared prefixes.")
+    enable_chunked_prefill: bool = setting(False, help="vLLM only: split long prefills into chunks.")
+    gpu_memory_utilization: float = setting(0.9, help="vLLM only: share of GPU memory the engine may take.", gt=0, le=1)
+    dtype: Dtype = setting(Dtype.bfloat16, help="Weight and activation dtype of the engine.")
+    seed: int = setting(42, help="Sampling seed of the engine.")
+    enable_thinking: bool = setting(False, help="Pass enable_thinking to the chat template (Qwen3-style models).")
+    enable_history: bool = setting(False, help="Record the messages of each call for workflows that read them.")
+    enable_openai_api: bool = setting(False, help="Expose the engine to workflows through an OpenAI-compatible API.")
+    enable_auto_tool_choice: bool = setting(False, help="Let the model decide when to call tools (OpenAI API).")
+    tool_call_parser: Optional[str] = setting(None, help="Tool-call parser of the OpenAI API, e.g. hermes.")
+    reasoning_parser: Optional[str] = setting(None, help="Reasoning parser of the OpenAI API, e.g. deepseek_r1.")
+    temperature: Optional[float] = setting(
+        None, help="Sampling temperature; empty means model.temperature.", ge=0, auto=True
+    )
+    top_p: Optional[float] = setting(None, help="Nucleus mass; empty means model.top_p.", gt=0, le=1, auto=True)
+    top_k: Optional[int] = setting(None, help="Top-k; empty means model.top_k.", ge=-1, auto=True)
+    max_model_len: Optional[int] = setting(
+        None, help="Context length; empty means model.max_model_len.", ge=1, auto=True
+    )
+    max_prompt_tokens: Optional[int] = setting(
+        None, help="Longest prompt; empty means model.max_prompt_tokens.", ge=1, auto=True
+    )
+    max_response_tokens: Optional[int] = setting(
+        None, help="Most generated tokens; empty means model.max_response_tokens.", ge=1, auto=True
+    )
+    min_response_tokens: Optional[int] = setting(
+        None, help="Fewest generated tokens; empty means model.min_response_tokens.", ge=0, auto=True
+    )
+    repetition_penalty: Optional[float] = setting(
+        None, help="Repetition penalty; empty means model.repetition_penalty.", gt=0, auto=True
+    )
+    chat_template: Optional[str] = setting(
+        None, help="Chat template; empty means model.custom_chat_template.", auto=True
+    )
+
+
+@dataclass
+class ExplorerConfig:
+    """The explorer: rolls out tasks with the current policy, scores them, writes experiences."""
+
+    name: str = setting("explorer", help="Actor name; also names the explorer's meta file in the job directory.")
+    runner_per_model: int = setting(8, help="Concurrent workflow runners per engine.", ge=1)
+    max_timeout: float = setting(1800, help="Seconds a task may run before it is retried or recorded as failed.", gt=0)
+    max_retry_times: int = setting(
+        2, help="Retries of a failed or timed-out task before it is recorded as failed.", ge=0
+    )
+    eval_interval: int = setting(1000, help="Explore steps between evaluations on the eval tasksets.", ge=1)
+    eval_on_startup: bool = setting(True, help="Evaluate the starting model before the first explore step.")
+    bench_on_latest_checkpoint: bool = setting(
+        False, help="Bench mode: evaluate only the latest checkpoint instead of every one."
+    )
+    rollout_model: InferenceModelConfig = setting(
+        help="The policy being explored and trained.", factory=InferenceModelConfig
+    )
+    auxiliary_models: List[InferenceModelConfig] = setting(
+        help="Extra served models (judges, teachers); each needs model_path.", factory=list
+    )
+
+
+@dataclass
+class HFExplorerConfig(ExplorerConfig):
+    """Rollouts with transformers `generate` (KV cache, batched), on CPU or CUDA."""
+
+
+@dataclass
+class VLLMExplorerConfig(ExplorerConfig):
+    """Rollouts with vLLM engines on CUDA (the `gpu` extra installs vllm)."""

@@ -1,0 +1,79 @@
+"""Schema of the `model` group: which weights to train and roll out, and the token-length budget."""
+
+from dataclasses import dataclass
+from typing import Optional
+
+from trinity.config.choices import Choice
+from trinity.config.fields import setting
+
+
+class TinyArchitecture(Choice):
+    qwen2 = "qwen2"
+    llama = "llama"
+
+
+class TinyTokenizer(Choice):
+    char = "char"
+    bpe = "bpe"
+
+
+@dataclass
+class ModelConfig:
+    """A Hugging Face causal LM: a local directory or a hub name already in the local HF cache."""
+
+    model_path: str = setting("", help="Local HF model directory or hub name (must be in the local HF cache).")
+    critic_model_path: str = setting(
+        "", help="Weights of the critic (value model) for algorithms with a critic; empty means model_path.", auto=True
+    )
+    trust_remote_code: bool = setting(False, help="Allow model code shipped with the checkpoint to run.")
+    custom_chat_template: Optional[str] = setting(None, help="Jinja chat template that replaces the tokenizer's.")
+    chat_template_path: Optional[str] = setting(
+        None, help="File holding a Jinja chat template; read into custom_chat_template."
+    )
+    max_model_len: Optional[int] = setting(
+        4096, help="Longest prompt + response in tokens; empty means max_prompt_tokens + max_response_tokens.", ge=1
+    )
+    max_prompt_tokens: Optional[int] = setting(
+        None, help="Longest prompt in tokens; empty means derived from max_model_len.", ge=1, auto=True
+    )
+    max_response_tokens: Optional[int] = setting(
+        1024, help="Most tokens generated per response; empty means derived from max_model_len.", ge=1, auto=True
+    )
+    min_response_tokens: int = setting(1, help="Fewest tokens generated before EOS is allowed.", ge=0)
+    enable_prompt_truncation: bool = setting(True, help="Cut prompts longer than max_prompt_tokens (else skip them).")
+    temperature: float = setting(1.0, help="Default sampling temperature of rollouts.", ge=0)
+    top_p: float = setting(1.0, help="Default nucleus-sampling mass of rollouts.", gt=0, le=1)
+    top_k: int = setting(-1, help="Default top-k of rollouts; -1 disables it.", ge=-1)
+    logprobs: int = setting(
+        0, help="Extra top-k logprobs returned per generated token (the sampled one is always).", ge=0
+    )
+    repetition_penalty: float = setting(1.0, help="Default repetition penalty of rollouts; 1 disables it.", gt=0)
+
+
+@dataclass
+class TinyModelSpec:
+    """Sizes of the locally built random-init model; changing any of them builds a new directory."""
+
+    architecture: TinyArchitecture = setting(TinyArchitecture.qwen2, help="Transformer family of the tiny model.")
+    hidden_size: int = setting(128, help="Width of the residual stream.", ge=8)
+    intermediate_size: int = setting(512, help="Width of the MLP.", ge=8)
+    num_hidden_layers: int = setting(4, help="Number of transformer blocks.", ge=1)
+    num_attention_heads: int = setting(4, help="Attention heads per block.", ge=1)
+    num_key_value_heads: int = setting(2, help="Key/value heads per block (grouped-query attention).", ge=1)
+    max_position_embeddings: int = setting(512, help="Longest sequence the position encoding covers.", ge=16)
+    tokenizer: TinyTokenizer = setting(TinyTokenizer.char, help="Character-level or trained BPE tokenizer.")
+    bpe_vocab_size: int = setting(512, help="Vocabulary size when tokenizer=bpe.", ge=64)
+    seed: int = setting(0, help="Seed of the random initialisation.")
+    cache_dir: str = setting(
+        "~/.cache/trinity/models", help="Directory the tiny model is built into once, then loaded from."
+    )
+
+
+@dataclass
+class TinyModelConfig(ModelConfig):
+    """A small random-init model built locally in normal HF format, so no network is ever needed."""
+
+    model_path: str = setting(
+        "", help="Local HF model directory or hub name; empty builds the tiny model into tiny.cache_dir.", auto=True
+    )
+    tiny: TinyModelSpec = setting(help="Sizes of the locally built model.", factory=TinyModelSpec)
