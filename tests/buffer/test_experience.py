@@ -1,0 +1,55 @@
+"""The experience record keeps its invariants and survives both encodings; collate lays batches out."""
+
+import json
+
+import pytest
+import torch
+
+from trinity.buffer.batch import collate
+from trinity.buffer.experience import Experience
+
+
+def make(prompt, response, reward=1.0, task="t0", run=0, **extra):
+    return Experience(
+        tokens=list(prompt) + list(response),
+        prompt_length=len(prompt),
+        logprobs=[-0.5] * len(response),
+        reward=reward,
+        batch_id="3",
+        task_id=task,
+        run_id=run,
+        **extra,
+    )
+
+
+def test_lengths_are_checked():
+    with pytest.raises(ValueError, match="logprobs has 1 entries"):
+        Experience(tokens=[1, 2, 3], prompt_length=1, logprobs=[0.0])
+    with pytest.raises(ValueError, match="exceeds"):
+        Experience(tokens=[1], prompt_length=2)
+
+
+@pytest.mark.parametrize("encode, decode", [("to_dict", "from_dict"), ("to_bytes", "from_bytes")])
+def test_round_trip(encode, decode):
+    exp = make([5, 6], [7, 8, 9], action_mask=[True, False, True], info={"is_expert": True}, metrics={"acc": 1.0})
+    exp.advantages = torch.tensor([0.5, 0.5, 0.5])
+    data = getattr(exp, encode)()
+    if encode == "to_dict":
+        data = json.loads(json.dumps(data))
+    back = getattr(Experience, decode)(data)
+    for name in ("tokens", "logprobs", "action_mask", "advantages"):
+        assert torch.equal(getattr(back, name), getattr(exp, name)), name
+    assert back.returns is None and back.info == exp.info and back.metrics == exp.metrics
+    assert (back.reward, back.group_id, back.eid) == (1.0, "3/t0", "3/t0/0/0")
+
+
+def test_collate_pads_prompts_left_and_responses_right():
+    batch = collate([make([1, 2, 3], [4]), make([1], [5, 6, 7], reward=0.0, run=1), make([9], [8], task="t1")], 0)
+    assert batch["input_ids"].tolist() == [[1, 2, 3, 4, 0, 0], [0, 0, 1, 5, 6, 7], [0, 0, 9, 8, 0, 0]]
+    assert batch["attention_mask"][1].tolist() == [0, 0, 1, 1, 1, 1]
+    assert batch["position_ids"][1].tolist() == [0, 0, 0, 1, 2, 3]
+    assert batch["response_mask"].tolist() == [[True, False, False], [True, True, True], [True, False, False]]
+    assert batch["group_ids"].tolist() == [0, 0, 1]
+    assert batch["token_level_rewards"].tolist() == [[1.0, 0, 0], [0, 0, 0.0], [1.0, 0, 0]]
+    assert batch["old_logprobs"][1].tolist() == [-0.5, -0.5, -0.5] and batch["old_logprobs"][0, 1] == 0
+    assert "advantages" not in batch and not batch["expert_mask"].any()
