@@ -53,3 +53,11 @@ def test_collate_pads_prompts_left_and_responses_right():
     assert batch["token_level_rewards"].tolist() == [[1.0, 0, 0], [0, 0, 0.0], [1.0, 0, 0]]
     assert batch["old_logprobs"][1].tolist() == [-0.5, -0.5, -0.5] and batch["old_logprobs"][0, 1] == 0
     assert "advantages" not in batch and not batch["expert_mask"].any()
+
+
+def test_collate_carries_run_and_step_ids():
+    """Step-wise advantages group a task's rows by run and pick each run's last step."""
+    exps = [make([1], [2], run=3, step=0), make([1], [2, 4], run=3, step=1), make([1], [5], run=0, step=0)]
+    batch = collate(exps, 0)
+    assert batch["run_ids"].tolist() == [3, 3, 0] and batch["step_ids"].tolist() == [0, 1, 0]
+    assert batch["run_ids"].dtype == batch["step_ids"].dtype == torch.long

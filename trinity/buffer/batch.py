@@ -17,7 +17,8 @@ Batch = Dict[str, torch.Tensor]
 
 def collate(experiences: List[Experience], pad_token_id: int) -> Batch:
     """Keys always present: input_ids, attention_mask, position_ids [B, P+R]; response_mask [B, R]
-    (trained tokens); group_ids, model_versions [B] (long); expert_mask [B] (bool).
+    (trained tokens); group_ids, model_versions, run_ids, step_ids [B] (long; run_ids tell a task's
+    responses apart, step_ids the turns of one multi-step run); expert_mask [B] (bool).
     Present when every experience has them: old_logprobs, advantages, returns, teacher_logprobs
     [B, R]; rewards [B] and token_level_rewards [B, R] (the reward on the last response token)."""
     if not experiences:
@@ -43,6 +44,8 @@ def collate(experiences: List[Experience], pad_token_id: int) -> Batch:
         "response_mask": response_mask,
         "group_ids": torch.tensor([groups.setdefault(e.group_id, len(groups)) for e in experiences]),
         "model_versions": torch.tensor([e.model_version for e in experiences], dtype=torch.long),
+        "run_ids": torch.tensor([e.run_id for e in experiences], dtype=torch.long),
+        "step_ids": torch.tensor([e.step for e in experiences], dtype=torch.long),
         "expert_mask": torch.tensor([bool(e.info.get("is_expert", False)) for e in experiences]),
     }
     for name, key in (("logprobs", "old_logprobs"), ("advantages", "advantages"), ("returns", "returns"),

@@ -1,0 +1,104 @@
+"""SFT and DPO dataset rows -> Experiences the trainer learns from.
+
+SFT: the last message is the assistant response; every earlier message (earlier assistant turns
+included) is prompt. The action mask covers the response tokens only, the prompt length is the
+templated prompt with the generation prompt. DPO: one row gives two consecutive experiences sharing
+the prompt, chosen then rejected (`info["dpo"]`, run_id 0 and 1). Prompts longer than the limit keep
+their last tokens; responses are cut to fit max_model_len (`info["truncated"]` says so).
+"""
+
+from dataclasses import dataclass
+from typing import Any, Dict, List, Optional, Tuple
+
+from trinity.buffer.chat import Chat, parse_chat, tokenize_chat, with_system
+from trinity.buffer.experience import Experience
+from trinity.config.algorithm import DataSchema
+from trinity.config.buffer import DatasetFormatConfig, PromptType
+
+
+@dataclass
+class Limits:
+    max_prompt_tokens: Optional[int] = None
+    max_model_len: Optional[int] = None
+
+    def cut(self, prompt: List[int], response: List[int]) -> Tuple[List[int], List[int], bool]:
+        keep_prompt = min(
+            self.max_prompt_tokens or len(prompt), (self.max_model_len - 1) if self.max_model_len else len(prompt)
+        )
+        cut_prompt = prompt[-keep_prompt:] if len(prompt) > keep_prompt else prompt
+        room = (self.max_model_len - len(cut_prompt)) if self.max_model_len else len(response)
+        cut_response = response[:room]
+        return cut_prompt, cut_response, len(cut_prompt) < len(prompt) or len(cut_response) < len(response)
+
+
+class RowFormatter:
+    def __init__(self, schema: DataSchema, fmt: DatasetFormatConfig, tokenizer, limits: Limits, owner: str) -> None:
+        if schema not in (DataSchema.sft, DataSchema.dpo):
+            raise ValueError(f"{owner}: rows of schema {schema} are not a dataset of sft or dpo examples")
+        self.schema, self.fmt, self.tokenizer, self.limits, self.owner = schema, fmt, tokenizer, limits, owner
+        self.prompt_type = fmt.prompt_type or (
+            PromptType.plaintext if schema == DataSchema.dpo else PromptType.messages
+        )
+
+    def required_columns(self) -> List[str]:
+        fmt = self.fmt
+        if self.schema == DataSchema.sft:
+            if self.prompt_type == PromptType.messages:
+                return [fmt.messages_key]
+            return [fmt.prompt_key, fmt.response_key]
+        prompt = fmt.messages_key if self.prompt_type == PromptType.messages else fmt.prompt_key
+        return [prompt, fmt.chosen_key, fmt.rejected_key]
+
+    def experiences(self, row: Dict[str, Any], index: int, epoch: int) -> List[Experience]:
+        where = f"{self.owner} row {index}"
+        if self.schema == DataSchema.sft:
+            prompt, response = self._sft_chat(row, where)
+            return [self._experience(prompt, response, index, epoch, 0, {}, where)]
+        prompt = self._prompt(row, where)
+        chosen = self._response(row[self.fmt.chosen_key], f"{where} column {self.fmt.chosen_key!r}")
+        rejected = self._response(row[self.fmt.rejected_key], f"{where} column {self.fmt.rejected_key!r}")
+        return [
+            self._experience(prompt, chosen, index, epoch, 0, {"dpo": "chosen"}, where),
+            self._experience(prompt, rejected, index, epoch, 1, {"dpo": "rejected"}, where),
+        ]
+
+    def _sft_chat(self, row: Dict[str, Any], where: str) -> Tuple[Chat, Chat]:
+        if self.prompt_type == PromptType.plaintext:
+            return self._prompt(row, where), [{"role": "assistant", "content": row[self.fmt.response_key]}]
+        chat = self._prompt(row, where)
+        if not chat or chat[-1].get("role") != "assistant":
+            raise ValueError(f"{where}: the last message must be the assistant's response to train on")
+        return chat[:-1], chat[-1:]
+
+    def _prompt(self, row: Dict[str, Any], where: str) -> Chat:
+        fmt = self.fmt
+        if self.prompt_type == PromptType.plaintext:
+            return with_system([{"role": "user", "content": row[fmt.prompt_key]}], fmt.system_prompt)
+        return with_system(parse_chat(row[fmt.messages_key], f"{where} column {fmt.messages_key!r}"), fmt.system_prompt)
+
+    @staticmethod
+    def _response(value: Any, where: str) -> Chat:
+        """A DPO answer: the assistant's text, or its message list (possibly as JSON text)."""
+        if isinstance(value, str):
+            try:
+                value = parse_chat(value, where)
+            except ValueError:
+                return [{"role": "assistant", "content": value}]
+        return parse_chat(value, where)
+
+    def _experience(
+        self, prompt: Chat, response: Chat, index: int, epoch: int, run_id: int, info: dict, where: str
+    ) -> Experience:
+        prompt_ids, response_ids, prompt_text, response_text = tokenize_chat(self.tokenizer, prompt, response, where)
+        prompt_ids, response_ids, truncated = self.limits.cut(prompt_ids, response_ids)
+        return Experience(
+            tokens=prompt_ids + response_ids,
+            prompt_length=len(prompt_ids),
+            action_mask=[True] * len(response_ids),
+            batch_id=str(epoch),
+            task_id=str(index),
+            run_id=run_id,
+            info={**info, "truncated": truncated},
+            prompt_text=prompt_text,
+            response_text=response_text,
+        )

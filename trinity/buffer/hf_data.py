@@ -1,0 +1,61 @@
+"""Load a taskset or dataset with HF `datasets`, never touching the network.
+
+A path is a local json/jsonl/parquet/csv file, a local directory (HF infers its splits and format),
+or the name of a dataset already in the local HF cache. Hub access is switched off while loading, so
+a name that is not cached fails at once instead of downloading.
+"""
+
+import contextlib
+from pathlib import Path
+from typing import Any, Dict, Iterator, List, Optional
+
+import datasets
+import datasets.config
+
+BUILDERS = {".json": "json", ".jsonl": "json", ".parquet": "parquet", ".csv": "csv"}
+
+
+@contextlib.contextmanager
+def hub_offline() -> Iterator[None]:
+    previous = datasets.config.HF_HUB_OFFLINE
+    datasets.config.HF_HUB_OFFLINE = True
+    try:
+        yield
+    finally:
+        datasets.config.HF_HUB_OFFLINE = previous
+
+
+def load_local_dataset(path: str, split: str, subset_name: Optional[str], owner: str) -> datasets.Dataset:
+    """`owner` names the taskset or buffer in error messages."""
+    local = Path(path).expanduser()
+    try:
+        with hub_offline():
+            if local.is_file():
+                builder = BUILDERS.get(local.suffix.lower())
+                if builder is None:
+                    raise ValueError(f"unsupported file type {local.suffix!r}; use one of {sorted(BUILDERS)}")
+                return datasets.load_dataset(builder, data_files={split: str(local)}, split=split)
+            if local.is_dir():
+                return datasets.load_dataset(str(local), name=subset_name, split=split)
+            if local.suffix.lower() in BUILDERS or local.is_absolute():
+                raise FileNotFoundError(f"no such file or directory: {local}")
+            return datasets.load_dataset(path, name=subset_name, split=split)
+    except Exception as err:
+        where = (
+            ""
+            if local.exists()
+            else (
+                f" (not a local file or directory, and not a dataset in the local HF cache "
+                f"{datasets.config.HF_DATASETS_CACHE}; trinity never downloads)"
+            )
+        )
+        raise ValueError(
+            f"{owner}: cannot load {path!r} (split={split!r}, subset_name={subset_name!r}){where}: "
+            f"{type(err).__name__}: {err}"
+        ) from err
+
+
+def rows_at(dataset: datasets.Dataset, indices: List[int]) -> List[Dict[str, Any]]:
+    """The rows at `indices` (repeats allowed), each as a column -> value dict."""
+    columns = dataset[indices]
+    return [{name: values[i] for name, values in columns.items()} for i in range(len(indices))]

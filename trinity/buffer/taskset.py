@@ -1,0 +1,113 @@
+"""The taskset reader: batches of Tasks with a resumable cursor.
+
+A taskset is a local file, directory or cached HF dataset (`storage_type: file`), or the SQL table
+named like the taskset at the URL in `path` (`storage_type: sql`, see sql_tasks.py). The cursor's
+`state_dict()` is `{"current_index": <tasks read>}`, one entry of the StateManager's `taskset_states`.
+Train tasksets serve full batches for `total_steps` steps (wrapping around the data) or for
+`total_epochs` passes; eval tasksets read one pass with a possibly short last batch. At the end
+`read()` raises BufferExhausted and iteration stops.
+"""
+
+from typing import Any, Dict, Iterator, List, Optional
+
+import datasets
+
+from trinity.buffer.chat import parse_chat, with_system
+from trinity.buffer.cursor import BatchCursor
+from trinity.buffer.errors import BufferExhausted
+from trinity.buffer.hf_data import load_local_dataset, rows_at
+from trinity.buffer.sql_tasks import read_tasks
+from trinity.buffer.task import Task
+from trinity.config.buffer import PromptType, StorageType, TasksetConfig
+
+
+class TasksetReader:
+    def __init__(
+        self,
+        taskset: TasksetConfig,
+        batch_size: int,
+        total_epochs: int = 1,
+        total_steps: Optional[int] = None,
+        is_eval: bool = False,
+    ) -> None:
+        self.config = taskset
+        self.name = taskset.name
+        self.batch_size = batch_size
+        self.is_eval = is_eval
+        owner = f"taskset '{taskset.name}'"
+        if not taskset.path:
+            raise ValueError(f"{owner}: path is empty; give a json/jsonl/parquet file, directory or dataset name")
+        if not taskset.workflow_type or not taskset.reward_fn_type:
+            raise ValueError(f"{owner}: workflow_type and reward_fn_type must be set (validate() fills them)")
+        if taskset.storage_type == StorageType.sql:
+            self.dataset = datasets.Dataset.from_list(read_tasks(taskset.path, taskset.name))
+        else:
+            self.dataset = load_local_dataset(taskset.path, taskset.split, taskset.subset_name, owner)
+        if len(self.dataset) == 0:
+            raise ValueError(f"{owner}: {taskset.path} (split {taskset.split!r}) has no rows")
+        fmt = taskset.format
+        for key in (fmt.prompt_key, fmt.response_key):
+            if key and key not in self.dataset.column_names:
+                raise ValueError(
+                    f"{owner}: column {key!r} is not in {taskset.path} (columns: {self.dataset.column_names}); "
+                    "set format.prompt_key / format.response_key"
+                )
+        self.cursor = BatchCursor(len(self.dataset), total_epochs, None if is_eval else total_steps, is_eval)
+
+    def __len__(self) -> int:
+        """Rows in the taskset."""
+        return len(self.dataset)
+
+    def read(self, batch_size: Optional[int] = None) -> List[Task]:
+        positions = self.cursor.next_positions(batch_size or self.batch_size)
+        size = self.cursor.dataset_size
+        rows = rows_at(self.dataset, [p % size for p in positions])
+        return [self._task(row, p % size, p // size) for row, p in zip(rows, positions, strict=True)]
+
+    def __iter__(self) -> Iterator[List[Task]]:
+        while True:
+            try:
+                yield self.read()
+            except BufferExhausted:
+                return
+
+    def state_dict(self) -> dict:
+        return self.cursor.state_dict()
+
+    def load_state_dict(self, state: dict) -> None:
+        self.cursor.load_state_dict(state)
+
+    def _task(self, row: Dict[str, Any], index: int, epoch: int) -> Task:
+        cfg, fmt = self.config, self.config.format
+        prompt, messages = row[fmt.prompt_key], None
+        if fmt.prompt_type == PromptType.messages:
+            chat = parse_chat(prompt, f"taskset '{self.name}' row {index} column {fmt.prompt_key!r}")
+            prompt, messages = None, with_system(chat, fmt.system_prompt)
+        return Task(
+            raw=row,
+            workflow_type=(row.get(fmt.workflow_key) if fmt.workflow_key else None) or cfg.workflow_type,
+            reward_fn_type=(row.get(fmt.reward_fn_key) if fmt.reward_fn_key else None) or cfg.reward_fn_type,
+            rollout_args=cfg.rollout_args,
+            prompt=prompt,
+            messages=messages,
+            system_prompt=fmt.system_prompt,
+            answer=row[fmt.response_key] if fmt.response_key else None,
+            workflow_args=dict(cfg.workflow_args),
+            reward_fn_args=dict(cfg.reward_fn_args),
+            is_eval=self.is_eval,
+            taskset=self.name,
+            index=index,
+            epoch=epoch,
+        )
+
+
+def train_taskset_reader(config) -> TasksetReader:
+    """The explorer's training taskset from a validated root Config."""
+    buffer = config.buffer
+    return TasksetReader(buffer.explorer_input.taskset, buffer.batch_size, buffer.total_epochs, buffer.total_steps)
+
+
+def eval_taskset_readers(config) -> List[TasksetReader]:
+    """One reader per eval taskset: a single pass each, in batches of buffer.batch_size."""
+    buffer = config.buffer
+    return [TasksetReader(t, buffer.batch_size, is_eval=True) for t in buffer.explorer_input.eval_tasksets]
