@@ -65,6 +65,9 @@ class ClusterConfig:
     cpu_devices_per_node: int = setting(
         2, help="CPU mode: worker processes per node that count as devices for the explorer/trainer split.", ge=1
     )
+    cpu_threads_per_device: int = setting(
+        1, help="CPU mode: Ray CPUs and torch threads each device process (trainer rank, engine) uses.", ge=1
+    )
     device_type: Optional[DeviceType] = setting(None, help="cuda when GPUs are used, else cpu.", derived=True)
     devices_per_node: Optional[int] = setting(None, help="gpu_per_node, or cpu_devices_per_node on CPU.", derived=True)
     total_gpu_num: Optional[int] = setting(None, help="node_num * devices_per_node.", derived=True)

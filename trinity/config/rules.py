@@ -23,6 +23,7 @@ from trinity.config.model import TinyModelConfig
 from trinity.config.paths import job_dir_of
 from trinity.config.root import Config, DeviceType, Mode, MonitorType, SyncMethod
 from trinity.config.trainer import MegatronTrainerConfig, ResumeMode
+from trinity.explorer.registry import REWARD_FNS, WORKFLOWS
 
 EXPLORER_MODES = (Mode.both, Mode.explore, Mode.bench)
 TRAINER_MODES = (Mode.both, Mode.train)
@@ -543,6 +544,31 @@ def _check_trainer_input(config: Config, report: Report) -> None:
             aux.format.prompt_type = PromptType.messages
 
 
+def check_workflows(config: Config, report: Report) -> None:
+    """Workflow and reward names exist (built-in or importable plug-in) before anything starts."""
+    if config.mode not in EXPLORER_MODES:
+        return
+    inputs = config.buffer.explorer_input
+    defaults = [
+        ("default_workflow_type", WORKFLOWS),
+        ("default_eval_workflow_type", WORKFLOWS),
+        ("default_reward_fn_type", REWARD_FNS),
+    ]
+    named = [(f"buffer.explorer_input.{key}", getattr(inputs, key), registry) for key, registry in defaults]
+    tasksets = [("buffer.explorer_input.taskset", inputs.taskset)]
+    tasksets += [(f"buffer.explorer_input.eval_tasksets[{i}]", t) for i, t in enumerate(inputs.eval_tasksets)]
+    default_names = {name for _, name, _ in named}
+    for key, taskset in tasksets:
+        for field_name, registry in (("workflow_type", WORKFLOWS), ("reward_fn_type", REWARD_FNS)):
+            name = getattr(taskset, field_name)
+            if name not in default_names:  # a default is reported once, under its own key
+                named.append((f"{key}.{field_name}", name, registry))
+    for key, name, registry in named:
+        problem = registry.problem(name)
+        if problem:
+            report.problem(key, name, problem, f"use one of {', '.join(registry.names())}, or my_pkg.module.Name")
+
+
 # ---- trainer -------------------------------------------------------------------------------------
 
 
@@ -603,5 +629,6 @@ RULES: List[Callable[[Config, Report], None]] = [
     check_synchronizer,
     check_explorer,
     check_buffer,
+    check_workflows,
     check_trainer,
 ]

@@ -41,6 +41,13 @@ class CheckpointContent(Choice):
     extra = "extra"
 
 
+class MixedPrecision(Choice):
+    auto = "auto"
+    float32 = "float32"
+    bfloat16 = "bfloat16"
+    float16 = "float16"
+
+
 class LRSchedulerType(Choice):
     constant = "constant"
     cosine = "cosine"
@@ -151,6 +158,9 @@ class TrainerConfig:
     use_remove_padding: bool = setting(True, help="Pack sequences without padding tokens.")
     use_dynamic_bsz: bool = setting(True, help="Form micro batches by token budget (ppo_max_token_len_per_gpu).")
     use_fused_kernels: bool = setting(False, help="Use fused logprob/entropy kernels.")
+    mixed_precision: MixedPrecision = setting(
+        MixedPrecision.auto, help="Compute dtype of training; auto: bfloat16 on CUDA GPUs that support it, else float32."
+    )
     impl_backend: ImplBackend = setting(ImplBackend.triton, help="Backend of the fused kernels.")
     resume_mode: ResumeMode = setting(
         ResumeMode.auto, help="auto: latest checkpoint; disable: start fresh; resume_path: resume_from_path."

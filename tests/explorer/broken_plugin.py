@@ -1,0 +1,3 @@
+"""A plug-in module whose import fails: validation must report it, not crash."""
+
+raise RuntimeError("this plug-in cannot be imported")

@@ -1,0 +1,49 @@
+"""Shared fixtures: a validated default config on a tiny model built once into a scratch cache."""
+
+import pytest
+import torch
+
+from tests.conftest import validated
+from trinity.explorer.engine import EngineSpec, create_engine, engine_specs
+
+torch.set_num_threads(1)
+
+
+@pytest.fixture(scope="session")
+def config(tmp_path_factory):
+    root = tmp_path_factory.mktemp("explorer")
+    return validated(f"checkpoint_root_dir={root}", f"model.tiny.cache_dir={root / 'models'}").configs[0]
+
+
+@pytest.fixture(scope="session")
+def spec(config) -> EngineSpec:
+    return engine_specs(config)[0]
+
+
+@pytest.fixture(scope="session")
+def engine(spec):
+    """A shared local engine; tests that change its weights use their own."""
+    return create_engine(spec)
+
+
+def forward_logprobs(model, prompt, response, temperature=1.0):
+    """log softmax(logits / T) of each response token from one plain forward pass (no cache, no padding)."""
+    with torch.no_grad():
+        logits = model(torch.tensor([list(prompt) + list(response)])).logits[0].float()
+    logprobs = torch.log_softmax(logits / temperature, dim=-1)
+    start = len(prompt) - 1
+    return torch.stack([logprobs[start + i, token] for i, token in enumerate(response)])
+
+
+def stop_first_state(engine, prompt, stop_token):
+    """Weights under which `stop_token` is the greedy first token after `prompt`: its output row
+    becomes 20x the row of the largest logit (or -20x the smallest's when all are negative)."""
+    state = {name: tensor.detach().clone() for name, tensor in engine.model.state_dict().items()}
+    with torch.no_grad():
+        logits = engine.model(torch.tensor([prompt])).logits[0, -1]
+    rows = state["lm_head.weight"]
+    if logits.max() > 0:
+        rows[stop_token] = rows[int(logits.argmax())] * 20
+    else:
+        rows[stop_token] = rows[int(logits.argmin())] * -20
+    return state

@@ -1,0 +1,61 @@
+"""Workflow and reward plug-ins selected by dotted path in the explorer tests."""
+
+import time
+
+from trinity.explorer.engine import TaskTimeout
+from trinity.explorer.workflows.base import Workflow
+
+
+def failing_reward(response, answer):
+    raise RuntimeError("reward exploded")
+
+
+def always_correct(response, answer):
+    return {"reward": 1.0, "accuracy": 1.0}
+
+
+def text_reward(response, answer):
+    return "high"
+
+
+class FailingWorkflow(Workflow):
+    def run(self):
+        raise RuntimeError("workflow exploded")
+
+
+class SleepingWorkflow(Workflow):
+    """Hangs outside the engine, where no deadline can interrupt it."""
+
+    def run(self):
+        time.sleep(float(self.task.workflow_args.get("seconds", 60)))
+        return []
+
+
+class EndlessWorkflow(Workflow):
+    """Keeps generating until the engine proxy reports the task's time is up."""
+
+    def run(self):
+        calls = 0
+        while True:
+            try:
+                self.engine.generate([self.prompt_ids()], self.sampling_params())
+            except TaskTimeout:
+                raise TaskTimeout(f"stopped after {calls} calls") from None
+            calls += 1
+
+
+class CountingWorkflow(Workflow):
+    """Fails on its first attempt per task, then succeeds: retries must recover it."""
+
+    attempts: dict = {}
+
+    def run(self):
+        seen = CountingWorkflow.attempts.get(self.task.task_id, 0)
+        CountingWorkflow.attempts[self.task.task_id] = seen + 1
+        if seen == 0:
+            raise RuntimeError("first attempt fails")
+        (samples,) = self.engine.generate([self.prompt_ids()], self.sampling_params())
+        return [self.sample_experience(sample, run_id) for run_id, sample in enumerate(samples)]
+
+
+NOT_A_WORKFLOW = 3

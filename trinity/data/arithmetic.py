@@ -1,0 +1,177 @@
+"""Built-in arithmetic tasks, so the default experiment needs no downloaded data.
+
+`ensure_dataset(directory)` writes three jsonl files with columns `question` and `answer`
+(e.g. `{"question": "12+7=", "answer": "19"}`): `train.jsonl` and `test.jsonl` (tasksets) and
+`sft.jsonl` (correct solutions for an SFT warm-up); the three hold distinct questions, so the
+evaluation measures generalisation and GRPO trains on questions the warm-up never showed.
+
+Output is a pure function of the spec (seed included), written atomically file by file;
+`dataset.json`, written last, records the spec and the files' hashes. Calling it again with the same
+spec checks and reuses the files; a different spec, or files it did not write, is an error rather
+than an overwrite.
+
+CLI: `python -m trinity.data.arithmetic --out DIR [--seed 0 --train-size 2048 ...]`.
+"""
+
+import argparse
+import hashlib
+import itertools
+import json
+import os
+import random
+import tempfile
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+from typing import Dict, List, Optional
+
+MANIFEST = "dataset.json"
+FILES = ("train.jsonl", "test.jsonl", "sft.jsonl")
+OPERATIONS = "+-*"
+
+
+@dataclass(frozen=True)
+class ArithmeticSpec:
+    """Difficulty and size knobs; every distinct spec gives a distinct, reproducible dataset."""
+
+    seed: int = 0
+    train_size: int = 2048
+    test_size: int = 128
+    sft_size: int = 4096
+    operations: str = "+-"  # any of + - *
+    max_operand: int = 99  # operands of + and - are 0..max_operand
+    max_factor: int = 12  # factors of * are 0..max_factor
+    allow_negative: bool = False  # a-b with b > a (negative answers)
+
+    def __post_init__(self) -> None:
+        unknown = set(self.operations) - set(OPERATIONS)
+        if not self.operations or unknown:
+            raise ValueError(f"operations {self.operations!r} must be a non-empty string of {OPERATIONS!r}")
+        for name in ("train_size", "test_size", "sft_size", "max_operand", "max_factor"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
+
+
+def all_problems(spec: ArithmeticSpec) -> Dict[str, List[Dict[str, str]]]:
+    """operation -> every distinct question of it the spec allows, in a fixed order."""
+    operands = range(spec.max_operand + 1)
+    factors = range(spec.max_factor + 1)
+    problems = {
+        "+": [(f"{a}+{b}=", a + b) for a in operands for b in operands],
+        "-": [(f"{a}-{b}=", a - b) for a in operands for b in operands if spec.allow_negative or a >= b],
+        "*": [(f"{a}*{b}=", a * b) for a in factors for b in factors],
+    }
+    return {
+        op: [{"question": question, "answer": str(answer)} for question, answer in problems[op]]
+        for op in spec.operations
+    }
+
+
+def generate(spec: ArithmeticSpec) -> Dict[str, List[Dict[str, str]]]:
+    """file name -> rows; test, train and sft hold distinct questions.
+
+    Each operation's questions are shuffled and then interleaved, so every split mixes the
+    operations evenly until the smaller ones run out (0..12 times tables are few).
+    """
+    rng = random.Random(spec.seed)
+    per_op = list(all_problems(spec).values())
+    for questions in per_op:
+        rng.shuffle(questions)
+    pool = [q for round_ in itertools.zip_longest(*per_op) for q in round_ if q is not None]
+    needed = spec.test_size + spec.train_size + spec.sft_size
+    if needed > len(pool):
+        raise ValueError(
+            f"test_size + train_size + sft_size = {needed} exceeds the {len(pool)} distinct questions "
+            f"(operations={spec.operations!r}, max_operand={spec.max_operand}, max_factor={spec.max_factor}); "
+            "raise max_operand or lower the sizes"
+        )
+    test_end, train_end = spec.test_size, spec.test_size + spec.train_size
+    return {
+        "train.jsonl": pool[test_end:train_end],
+        "test.jsonl": pool[:test_end],
+        "sft.jsonl": pool[train_end:needed],
+    }
+
+
+def ensure_dataset(directory, spec: Optional[ArithmeticSpec] = None) -> Path:
+    """Write (or verify and reuse) the dataset of `spec` in `directory`; returns the directory."""
+    spec = spec or ArithmeticSpec()
+    directory = Path(directory).expanduser()
+    manifest_path = directory / MANIFEST
+    if manifest_path.exists():
+        _check_manifest(manifest_path, spec)
+        return directory
+    directory.mkdir(parents=True, exist_ok=True)
+    hashes = {}
+    for name, rows in generate(spec).items():
+        data = "".join(json.dumps(row) + "\n" for row in rows).encode()
+        path = directory / name
+        if path.exists() and path.read_bytes() != data:
+            raise FileExistsError(f"{path} exists and was not written by this generator; move it or use another --out")
+        _write_atomic(path, data)
+        hashes[name] = hashlib.sha256(data).hexdigest()
+    manifest = {"generator": "trinity.data.arithmetic", "spec": asdict(spec), "sha256": hashes}
+    _write_atomic(manifest_path, (json.dumps(manifest, indent=2) + "\n").encode())
+    return directory
+
+
+def _check_manifest(path: Path, spec: ArithmeticSpec) -> None:
+    try:
+        manifest = json.loads(path.read_text())
+        found = manifest["spec"]
+        hashes = manifest["sha256"]
+    except (ValueError, KeyError, TypeError) as exc:
+        raise RuntimeError(f"{path} is corrupt ({exc}); delete the directory to regenerate it") from exc
+    if found != asdict(spec):
+        raise FileExistsError(
+            f"{path.parent} holds an arithmetic dataset with spec {found}, not {asdict(spec)}; "
+            "delete it or use another directory"
+        )
+    for name, digest in hashes.items():
+        file = path.parent / name
+        if not file.is_file() or hashlib.sha256(file.read_bytes()).hexdigest() != digest:
+            raise RuntimeError(f"{file} is missing or was changed since it was generated; delete the directory")
+
+
+def _write_atomic(path: Path, data: bytes) -> None:
+    fd, temp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temp, path)
+    except BaseException:
+        if os.path.exists(temp):
+            os.unlink(temp)
+        raise
+    dir_fd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
+
+
+def main(argv: Optional[List[str]] = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m trinity.data.arithmetic", description=__doc__.splitlines()[0])
+    parser.add_argument("--out", required=True, help="Directory for train.jsonl, test.jsonl, sft.jsonl.")
+    defaults = ArithmeticSpec()
+    for spec_field in fields(ArithmeticSpec):
+        flag = "--" + spec_field.name.replace("_", "-")
+        default = getattr(defaults, spec_field.name)
+        if isinstance(default, bool):
+            parser.add_argument(flag, action=argparse.BooleanOptionalAction, default=default)
+        else:
+            parser.add_argument(flag, type=type(default), default=default, help=f"default: {default}")
+    args = vars(parser.parse_args(argv))
+    out = args.pop("out")
+    try:
+        directory = ensure_dataset(out, ArithmeticSpec(**args))
+    except (OSError, RuntimeError, ValueError) as exc:
+        parser.exit(2, f"error: {exc}\n")
+    for name in FILES:
+        lines = sum(1 for _ in open(directory / name))
+        print(f"{directory / name}: {lines} rows")
+
+
+if __name__ == "__main__":
+    main()

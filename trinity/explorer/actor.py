@@ -1,0 +1,211 @@
+"""Rollout engines as Ray actors, and the proxy workflows use to talk to one.
+
+`EngineActor` wraps one `LocalEngine`. It is an async actor: generate requests that arrive while
+the engine is busy wait in a queue and are merged into the next batch (requests with the same
+sampling settings share one `generate_rows` call, each row keeping its own token limit and
+deadline), so `runner_per_model` concurrent runners fill one batch instead of queueing behind each
+other. Weight updates run on the same single worker thread, so they never overlap a generation.
+
+`RemoteEngine` implements `RolloutEngine` over an actor handle with a local tokenizer, so a
+workflow runs unchanged against a local engine or an actor.
+"""
+
+import asyncio
+import dataclasses
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any, Dict, List, Optional, Sequence
+
+import ray
+
+from trinity.explorer.engine import EngineSpec, Prompt, RolloutEngine, TaskTimeout, TextCodec, engine_specs
+from trinity.explorer.sampling import Sample, SamplingParams
+
+# Extra seconds a caller waits beyond the deadline it passed, for the actor to answer with a TaskTimeout.
+REPLY_GRACE_S = 5.0
+
+
+@dataclass
+class _Request:
+    rows: List[Prompt]  # fitted prompts, each repeated n times
+    limits: List[int]
+    deadline: Optional[float]
+    params: SamplingParams
+    future: asyncio.Future
+
+
+class EngineActor:
+    def __init__(self, spec: EngineSpec):
+        import torch
+
+        from trinity.explorer.engine import create_engine
+
+        if spec.device == "cpu":
+            torch.set_num_threads(spec.threads)
+        self.engine = create_engine(spec)
+        self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="engine")
+        self._pending: List[_Request] = []
+        self._draining: Optional[asyncio.Task] = None
+        self._counts = {"requests": 0, "batches": 0, "rows": 0}
+
+    async def ready(self) -> Dict[str, Any]:
+        """What was loaded; awaited once after creation so load errors surface at startup."""
+        spec = self.engine.spec
+        return {"model_path": spec.model_path, "device": spec.device, "model_version": self.engine.model_version}
+
+    async def model_version(self) -> int:
+        return self.engine.model_version
+
+    async def stats(self) -> Dict[str, int]:
+        """Requests received, batches run and rows generated so far (requests / batches shows merging)."""
+        return dict(self._counts)
+
+    async def update_weights(self, named_tensors: Dict[str, Any], version: int) -> int:
+        loop = asyncio.get_running_loop()
+        await loop.run_in_executor(self._worker, self.engine.update_weights, named_tensors, version)
+        return version
+
+    async def generate(
+        self, prompts: Sequence[Prompt], params: SamplingParams, timeout: Optional[float] = None
+    ) -> List[List[Sample]]:
+        rows, limits = [], []
+        for prompt in prompts:  # a prompt that does not fit fails this request alone
+            fitted, limit = self.engine.fit_prompt(prompt, params.max_tokens)
+            rows += [fitted] * params.n
+            limits += [limit] * params.n
+        deadline = None if timeout is None else time.monotonic() + timeout
+        request = _Request(rows, limits, deadline, params, asyncio.get_running_loop().create_future())
+        self._pending.append(request)
+        self._counts["requests"] += 1
+        if self._draining is None or self._draining.done():
+            self._draining = asyncio.ensure_future(self._drain())
+        return await request.future
+
+    async def _drain(self) -> None:
+        loop = asyncio.get_running_loop()
+        while self._pending:
+            batch, self._pending = self._pending, []
+            groups: Dict[SamplingParams, List[_Request]] = {}
+            now = time.monotonic()
+            for request in batch:
+                if request.future.done():  # cancelled by its caller
+                    continue
+                if request.deadline is not None and now >= request.deadline:
+                    request.future.set_exception(TaskTimeout("the deadline passed while the request was queued"))
+                    continue
+                key = dataclasses.replace(request.params, n=1, max_tokens=1)
+                groups.setdefault(key, []).append(request)
+            for key, requests in groups.items():
+                rows = [row for r in requests for row in r.rows]
+                limits = [limit for r in requests for limit in r.limits]
+                deadlines = [r.deadline for r in requests for _ in r.rows]
+                params = dataclasses.replace(key, max_tokens=max(limits))
+                self._counts["batches"] += 1
+                self._counts["rows"] += len(rows)
+                try:
+                    results = await loop.run_in_executor(
+                        self._worker, self.engine.generate_rows, rows, params, limits, deadlines
+                    )
+                except Exception as exc:  # noqa: BLE001 - handed to every caller of the batch
+                    for request in requests:
+                        if not request.future.done():
+                            request.future.set_exception(exc)
+                    continue
+                start = 0
+                for request in requests:
+                    mine, start = results[start : start + len(request.rows)], start + len(request.rows)
+                    if request.future.done():
+                        continue
+                    timeout = next((result for result in mine if isinstance(result, TaskTimeout)), None)
+                    if timeout is not None:
+                        request.future.set_exception(timeout)
+                    else:
+                        n = request.params.n
+                        request.future.set_result([mine[i : i + n] for i in range(0, len(mine), n)])
+
+
+def create_engines(
+    config,
+    name_prefix: Optional[str] = None,
+    namespace: Optional[str] = None,
+    ready_timeout: float = 600,
+    model_index: int = 0,
+) -> List[Any]:
+    """`engine_num` engine actors of one served model of a validated Config, loaded and ready:
+    model_index 0 is `explorer.rollout_model`, i > 0 is `explorer.auxiliary_models[i - 1]`.
+
+    CPU: each takes `cluster.cpu_threads_per_device` Ray CPUs and as many torch threads; CUDA: each
+    takes `tensor_parallel_size` GPUs (and one CPU). Named `<name_prefix>_<i>` when a prefix is given. Raises
+    TimeoutError naming the engines that were not ready after `ready_timeout` seconds.
+    """
+    spec = engine_specs(config)[model_index]
+    if spec.tiny is not None:
+        from trinity.model.load import resolve_model_path
+
+        resolve_model_path(spec.tiny)  # build once here rather than in every actor
+    resources = (
+        {"num_gpus": spec.model.tensor_parallel_size, "num_cpus": 1}
+        if spec.device == "cuda"
+        else {"num_cpus": spec.threads}
+    )
+    actor_class = ray.remote(EngineActor)
+    handles = []
+    for index in range(spec.model.engine_num):
+        options: Dict[str, Any] = dict(resources)
+        if name_prefix:
+            options["name"] = f"{name_prefix}_{index}"
+        if namespace:
+            options["namespace"] = namespace
+        handles.append(actor_class.options(**options).remote(spec))
+    wait_ready(handles, ready_timeout)
+    return handles
+
+
+def wait_ready(handles: Sequence[Any], timeout: float) -> List[Dict[str, Any]]:
+    refs = [handle.ready.remote() for handle in handles]
+    done, _ = ray.wait(refs, num_returns=len(refs), timeout=timeout)
+    late = [index for index, ref in enumerate(refs) if ref not in done]
+    if late:
+        raise TimeoutError(f"rollout engines {late} of {len(refs)} were not ready after {timeout:g} s")
+    return ray.get(refs)
+
+
+class RemoteEngine(RolloutEngine):
+    """A RolloutEngine backed by an EngineActor; every call honours the task's deadline (monotonic)."""
+
+    def __init__(self, handle: Any, spec: EngineSpec, codec: TextCodec, deadline: Optional[float] = None):
+        super().__init__(spec, codec)
+        self.handle = handle
+        self.deadline = deadline
+
+    def _remaining(self, timeout: Optional[float]) -> Optional[float]:
+        limits = [
+            t for t in (timeout, None if self.deadline is None else self.deadline - time.monotonic()) if t is not None
+        ]
+        if not limits:
+            return None
+        remaining = min(limits)
+        if remaining <= 0:
+            raise TaskTimeout("the task's time ran out before this generate call")
+        return remaining
+
+    def generate(
+        self, prompts: Sequence[Prompt], params: Optional[SamplingParams] = None, timeout: Optional[float] = None
+    ) -> List[List[Sample]]:
+        remaining = self._remaining(timeout)
+        ref = self.handle.generate.remote([list(p) for p in prompts], params or self.defaults, remaining)
+        try:
+            return ray.get(ref, timeout=remaining + REPLY_GRACE_S)
+        except ray.exceptions.GetTimeoutError:
+            ray.cancel(ref)
+            raise TaskTimeout(f"the engine did not answer within {remaining:.1f} s") from None
+        except ray.exceptions.RayTaskError as exc:
+            raise exc.as_instanceof_cause() from None
+
+    def update_weights(self, named_tensors: Dict[str, Any], version: int) -> None:
+        ray.get(self.handle.update_weights.remote(named_tensors, version), timeout=self._remaining(None))
+
+    @property
+    def model_version(self) -> int:
+        return ray.get(self.handle.model_version.remote(), timeout=self._remaining(None))

@@ -1,0 +1,287 @@
+"""One trainer rank: its FSDP2 shard of the actor (and reference) model, the optimizer, the updates.
+
+Ranks run as Ray actors in one torch.distributed group (gloo on CPU, nccl on CUDA). The controller
+(`trinity.trainer.trainer`) plans the micro batches; every rank runs the same number of them, so the
+FSDP collectives line up. Checkpoints are torch.distributed.checkpoint shards plus per-rank extras
+(scheduler, RNG), and an HF export that `AutoModelForCausalLM.from_pretrained` loads.
+"""
+
+import random
+import time
+from pathlib import Path
+from typing import Dict, List, Optional
+
+import numpy as np
+import torch
+import torch.distributed as dist
+import torch.distributed.checkpoint as dcp
+from torch.distributed.checkpoint.state_dict import (
+    StateDictOptions,
+    get_model_state_dict,
+    get_state_dict,
+    set_state_dict,
+)
+from torch.distributed.device_mesh import init_device_mesh
+from torch.distributed.fsdp import CPUOffloadPolicy, MixedPrecisionPolicy, fully_shard
+
+from trinity.buffer.batch import Batch
+from trinity.config.root import Config
+from trinity.model.load import load_causal_lm, resolve_model_path
+from trinity.trainer.actor_loss import ActorLoss, micro_weight
+from trinity.trainer.distributed import init_group
+from trinity.trainer.lr_schedule import make_scheduler
+
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+class FSDPWorker:
+    def __init__(
+        self, config: Config, rank: int, world_size: int, master_address: str, master_port: int, total_steps: int
+    ):
+        self.config, self.rank, self.world_size = config, rank, world_size
+        trainer = config.trainer
+        if config.cluster.device_type == "cpu":
+            torch.set_num_threads(config.cluster.cpu_threads_per_device)
+        self.device = init_group(
+            rank, world_size, master_address, master_port, config.cluster.device_type, config.synchronizer.sync_timeout
+        )
+        self.mesh = self._mesh()
+        self.model = self._build(trainable=True)
+        self.ref = self._build(trainable=False) if config.algorithm.uses_reference() else None
+        self.optimizer = self._optimizer()
+        self.scheduler = make_scheduler(
+            self.optimizer, config.algorithm.optimizer, max(1, total_steps * trainer.ppo_epochs)
+        )
+        self.loss = ActorLoss(config.algorithm)
+        self.temperature = training_temperature(config)
+
+    # ---- building ----------------------------------------------------------------------------
+
+    def _mesh(self):
+        shard = self.config.trainer.fsdp_config.fsdp_size
+        device = self.config.cluster.device_type
+        if shard <= 0 or shard >= self.world_size:
+            return init_device_mesh(device, (self.world_size,))
+        return init_device_mesh(device, (self.world_size // shard, shard), mesh_dim_names=("replicate", "shard"))
+
+    def _build(self, trainable: bool) -> torch.nn.Module:
+        trainer = self.config.trainer
+        model = load_causal_lm(
+            resolve_model_path(self.config.model), "float32", "cpu", self.config.model.trust_remote_code
+        )
+        if trainable and trainer.enable_gradient_checkpointing:
+            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        model.requires_grad_(trainable)
+        model.train(trainable)
+        options = {"mesh": self.mesh, "reshard_after_forward": _reshard(trainer)}
+        precision = _mixed_precision(self.config)
+        if precision is not None:
+            options["mp_policy"] = precision
+        if _offload(trainer) and self.config.cluster.device_type == "cuda":
+            options["offload_policy"] = CPUOffloadPolicy()
+        layers = list(_decoder_layers(model))
+        for layer in layers:
+            fully_shard(layer, **options)
+        fully_shard(model, **options)
+        if getattr(trainer.fsdp_config, "forward_prefetch", False):
+            for current, following in zip(layers, layers[1:]):
+                current.set_modules_to_forward_prefetch([following])
+        if self.config.cluster.device_type == "cuda" and not _offload(trainer):
+            model.to(self.device)
+        return model
+
+    def _optimizer(self) -> torch.optim.Optimizer:
+        optim = self.config.algorithm.optimizer
+        params = [p for p in self.model.parameters() if p.requires_grad]
+        if optim.optimizer_type == "sgd":
+            return torch.optim.SGD(params, lr=optim.lr, weight_decay=optim.weight_decay)
+        return torch.optim.AdamW(params, lr=optim.lr, betas=tuple(optim.betas), weight_decay=optim.weight_decay)
+
+    # ---- forward -----------------------------------------------------------------------------
+
+    def _forward(self, model: torch.nn.Module, micro: Batch, with_entropy: bool):
+        """Per-token logprobs (and entropy) of the response tokens under logits / temperature."""
+        ids = micro["input_ids"].to(self.device)
+        response_len = micro["response_mask"].shape[1]
+        logits = model(
+            input_ids=ids,
+            attention_mask=micro["attention_mask"].to(self.device),
+            position_ids=micro["position_ids"].to(self.device),
+            use_cache=False,
+        ).logits
+        prompt_len = ids.shape[1] - response_len
+        logits = logits[:, prompt_len - 1 : prompt_len - 1 + response_len].float() / self.temperature
+        log_probs = torch.log_softmax(logits, dim=-1)
+        tokens = ids[:, prompt_len:]
+        logprobs = log_probs.gather(-1, tokens.unsqueeze(-1)).squeeze(-1)
+        entropy = -(log_probs.exp() * log_probs).sum(-1) if with_entropy else None
+        return logprobs, entropy
+
+    @torch.no_grad()
+    def reference_logprobs(self, micro_batches: List[Batch]) -> List[torch.Tensor]:
+        return [self._forward(self.ref, micro, with_entropy=False)[0].cpu() for micro in micro_batches]
+
+    # ---- one train step ----------------------------------------------------------------------
+
+    def train_step(self, micro_batches: List[Batch], global_tokens: int, global_rows: int) -> Dict[str, float]:
+        """ppo_epochs optimizer steps over this rank's micro batches; returns rank-local metrics."""
+        started = time.perf_counter()
+        if self.ref is not None:
+            for micro, ref in zip(micro_batches, self.reference_logprobs(micro_batches)):
+                micro["ref_logprobs"] = ref
+        totals: Dict[str, float] = {}
+        for _ in range(self.config.trainer.ppo_epochs):
+            self.optimizer.zero_grad(set_to_none=True)
+            for micro in micro_batches:
+                micro = {key: value.to(self.device) for key, value in micro.items()}
+                logprobs, entropy = self._forward(self.model, micro, with_entropy=True)
+                loss, metrics = self.loss(logprobs, entropy, micro)
+                weight = micro_weight(
+                    self.loss.agg_mode, micro["response_mask"], global_tokens, global_rows, self.world_size
+                )
+                (loss * weight).backward()
+                for key, value in metrics.items():
+                    totals[key] = totals.get(key, 0.0) + value * weight / self.world_size
+            grad_norm = self._clip_gradients()
+            if torch.isfinite(grad_norm):
+                self.optimizer.step()
+            totals["actor/grad_norm"] = totals.get("actor/grad_norm", 0.0) + float(grad_norm)
+            totals["actor/skipped_steps"] = totals.get("actor/skipped_steps", 0.0) + float(
+                not torch.isfinite(grad_norm)
+            )
+            self.scheduler.step()
+        epochs = self.config.trainer.ppo_epochs
+        metrics = {key: value / epochs for key, value in totals.items()}
+        metrics["actor/skipped_steps"] *= epochs
+        metrics["actor/lr"] = self.scheduler.get_last_lr()[0]
+        tokens = sum(int(m["attention_mask"].sum()) for m in micro_batches)
+        metrics["perf/tokens_per_second"] = tokens * epochs / (time.perf_counter() - started)
+        return metrics
+
+    def _clip_gradients(self) -> torch.Tensor:
+        params = [p for p in self.model.parameters() if p.grad is not None]
+        clip = self.config.trainer.grad_clip
+        norm = torch.nn.utils.clip_grad_norm_(params, clip if clip > 0 else float("inf"))
+        return norm.full_tensor() if hasattr(norm, "full_tensor") else norm
+
+    # ---- weights out -------------------------------------------------------------------------
+
+    def full_state_dict(self) -> Optional[Dict[str, torch.Tensor]]:
+        """Gathered CPU weights on rank 0 (None on the others); every rank must call it."""
+        state = get_model_state_dict(self.model, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
+        return state if self.rank == 0 else None
+
+    def local_shards(self) -> Dict[str, tuple]:
+        """name -> (local dim-0 slice, full shape, row offset) of this rank's parameter shards."""
+        from torch.distributed.tensor._utils import compute_local_shape_and_global_offset
+
+        shards = {}
+        for name, param in self.model.state_dict().items():
+            if hasattr(param, "to_local"):
+                _, offset = compute_local_shape_and_global_offset(param.shape, param.device_mesh, param.placements)
+                shards[name] = (param.to_local().detach().cpu(), tuple(param.shape), int(offset[0]) if offset else 0)
+            else:
+                shards[name] = (param.detach().cpu(), tuple(param.shape), 0)
+        return shards
+
+    # ---- checkpoints -------------------------------------------------------------------------
+
+    def save_checkpoint(self, directory: str, step: int, contents: List[str]) -> None:
+        path = Path(directory)
+        if "model" in contents or "optimizer" in contents:
+            model_state, optim_state = get_state_dict(self.model, self.optimizer)
+            state = {}
+            if "model" in contents:
+                state["model"] = model_state
+            if "optimizer" in contents:
+                state["optimizer"] = optim_state
+            dcp.save(state, checkpoint_id=str(path / "dcp"))
+        if "extra" in contents:
+            extra = {"step": step, "scheduler": self.scheduler.state_dict(), "rng": _rng_state()}
+            torch.save(extra, path / f"extra_state_world_size_{self.world_size}_rank_{self.rank}.pt")
+        if "hf_model" in contents:
+            full = self.full_state_dict()
+            if self.rank == 0:
+                self.model.save_pretrained(path / "huggingface", state_dict=full, safe_serialization=True)
+        dist.barrier()
+
+    def load_checkpoint(self, directory: str, contents: List[str]) -> int:
+        """Restore what `contents` names from `directory`; returns the step stored in it."""
+        path = Path(directory)
+        if "model" in contents or "optimizer" in contents:
+            model_state, optim_state = get_state_dict(self.model, self.optimizer)
+            state = {}
+            if "model" in contents:
+                state["model"] = model_state
+            if "optimizer" in contents:
+                state["optimizer"] = optim_state
+            dcp.load(state, checkpoint_id=str(path / "dcp"))
+            set_state_dict(
+                self.model,
+                self.optimizer,
+                model_state_dict=state.get("model", model_state),
+                optim_state_dict=state.get("optimizer", optim_state),
+            )
+        step = -1
+        if "extra" in contents:
+            extra = torch.load(
+                path / f"extra_state_world_size_{self.world_size}_rank_{self.rank}.pt", weights_only=False
+            )
+            self.scheduler.load_state_dict(extra["scheduler"])
+            _set_rng_state(extra["rng"])
+            step = extra["step"]
+        dist.barrier()
+        return step
+
+    def shutdown(self) -> None:
+        if dist.is_initialized():
+            dist.destroy_process_group()
+
+
+def training_temperature(config: Config) -> float:
+    """Logprobs are taken at the temperature the explorer sampled with (1 for dataset training)."""
+    if config.algorithm.schema != "experience":
+        return 1.0
+    return config.buffer.explorer_input.taskset.rollout_args.temperature or 1.0
+
+
+def _decoder_layers(model: torch.nn.Module):
+    """The transformer blocks, each its own FSDP unit (HF causal LMs keep them at model.layers)."""
+    inner = getattr(model, "model", None)
+    layers = getattr(inner, "layers", None)
+    return list(layers) if layers is not None else []
+
+
+def _reshard(trainer) -> bool:
+    return getattr(trainer.fsdp_config, "reshard_after_forward", True)
+
+
+def _offload(trainer) -> bool:
+    fsdp = trainer.fsdp_config
+    return bool(getattr(fsdp, "offload_policy", False) or getattr(fsdp, "param_offload", False)
+                or getattr(fsdp, "optimizer_offload", False))  # fmt: skip
+
+
+def _mixed_precision(config: Config) -> Optional[MixedPrecisionPolicy]:
+    dtype = config.trainer.mixed_precision
+    if dtype == "auto":
+        cuda = config.cluster.device_type == "cuda"
+        dtype = "bfloat16" if cuda and torch.cuda.is_available() and torch.cuda.is_bf16_supported() else "float32"
+    if dtype == "float32":
+        return None
+    return MixedPrecisionPolicy(param_dtype=DTYPES[dtype], reduce_dtype=torch.float32)
+
+
+def _rng_state() -> dict:
+    state = {"torch": torch.get_rng_state(), "python": random.getstate(), "numpy": np.random.get_state()}
+    if torch.cuda.is_available():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def _set_rng_state(state: dict) -> None:
+    torch.set_rng_state(state["torch"])
+    random.setstate(state["python"])
+    np.random.set_state(state["numpy"])
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
