@@ -91,12 +91,6 @@ def test_cfg_job_prints_the_composed_config(tmp_path):
     assert "algorithm_type: ppo" in result.stdout
 
 
-def test_non_dry_run_says_the_engine_has_not_landed(tmp_path):
-    result = run_cli(f"checkpoint_root_dir={tmp_path}", cwd=tmp_path)
-    assert result.returncode == 1
-    assert "dry_run=true" in result.stderr
-
-
 def test_console_script_is_the_same_app(tmp_path):
     script = Path(sys.executable).parent / "trinity"
     assert script.exists(), "the trinity console script is not installed next to the interpreter"

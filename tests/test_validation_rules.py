@@ -14,6 +14,9 @@ BAD = {
     "mode not supported yet": (["mode=serve"], "mode"),
     "sft has no explorer": (["algorithm=sft", "mode=both", DATASET], "mode"),
     "checkpoint root missing": (["checkpoint_root_dir="], "checkpoint_root_dir"),
+    # data
+    "built-in dataset without a directory": (["data.dir="], "data.dir"),
+    "unknown arithmetic operation": (["data.arithmetic.operations=+/"], "data.arithmetic.operations"),
     # algorithm
     "unknown function": (["algorithm.policy_loss_fn=nope"], "algorithm.policy_loss_fn"),
     "unknown plug-in path": (["algorithm.policy_loss_fn=tests.plugins.Missing"], "algorithm.policy_loss_fn"),
@@ -84,6 +87,10 @@ BAD = {
     "micro batch above the per-device batch": (
         ["trainer.use_dynamic_bsz=false", "trainer.actor.ppo_micro_batch_size_per_gpu=128"],
         "trainer.actor.ppo_micro_batch_size_per_gpu",
+    ),
+    "train batch larger than what the explorer makes before it waits": (
+        ["buffer.train_batch_size=128"],
+        "buffer.train_batch_size",
     ),
     "dpo with an odd batch": (["algorithm=dpo", DATASET, "buffer.train_batch_size=7"], "buffer.train_batch_size"),
     "taskset path missing": (["buffer.explorer_input.taskset.path=null"], "buffer.explorer_input.taskset.path"),

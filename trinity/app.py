@@ -9,7 +9,8 @@ from trinity.config.describe import describe
 
 
 def run(cfg: DictConfig) -> dict:
-    """Validate `cfg` (exit 1 with every problem listed); print it on dry_run, else run the experiment."""
+    """Validate `cfg` (exit 1 with every problem listed); print it on dry_run, else run the experiment
+    (all stages) and return its final metrics."""
     try:
         validated = validate(cfg)
     except ConfigError as exc:
@@ -18,9 +19,6 @@ def run(cfg: DictConfig) -> dict:
     if validated.configs[0].dry_run:
         print(describe(validated))
         return {"dry_run": True, "stages": len(validated.configs)}
-    print(
-        "trinity: the config is valid, but this version cannot run experiments yet: the RFT engine "
-        "(explorer, trainer, buffers) has not landed. Use dry_run=true to validate and inspect a config.",
-        file=sys.stderr,
-    )
-    raise SystemExit(1)
+    from trinity.orchestration.stages import run_experiment
+
+    return run_experiment(validated)

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import validated
-from trinity.data.arithmetic import FILES, MANIFEST, ArithmeticSpec, ensure_dataset, generate
+from trinity.data.arithmetic import FILES, MANIFEST, ArithmeticDataConfig, ensure_dataset, generate
 
-SMALL = ArithmeticSpec(train_size=200, test_size=50, sft_size=300, operations="+-*")
+SMALL = ArithmeticDataConfig(train_size=200, test_size=50, sft_size=300, operations="+-*")
 
 
 def rows(path: Path) -> list:
@@ -19,7 +19,9 @@ def rows(path: Path) -> list:
 
 def test_same_seed_same_data_and_another_seed_differs():
     assert generate(SMALL) == generate(SMALL)
-    assert generate(SMALL)["train.jsonl"] != generate(ArithmeticSpec(**{**SMALL.__dict__, "seed": 1}))["train.jsonl"]
+    assert (
+        generate(SMALL)["train.jsonl"] != generate(ArithmeticDataConfig(**{**SMALL.__dict__, "seed": 1}))["train.jsonl"]
+    )
 
 
 def test_answers_are_correct_and_prompts_short():
@@ -53,9 +55,9 @@ def test_splits_hold_distinct_questions():
 
 def test_impossible_sizes_are_rejected_with_the_limit():
     with pytest.raises(ValueError, match="exceeds"):
-        generate(ArithmeticSpec(operations="*", max_factor=3, train_size=10, test_size=2, sft_size=5))
+        generate(ArithmeticDataConfig(operations="*", max_factor=3, train_size=10, test_size=2, sft_size=5))
     with pytest.raises(ValueError, match="operations"):
-        ArithmeticSpec(operations="/")
+        generate(ArithmeticDataConfig(operations="/"))
 
 
 def test_ensure_dataset_writes_files_then_reuses_them(tmp_path):
@@ -70,7 +72,7 @@ def test_ensure_dataset_writes_files_then_reuses_them(tmp_path):
 def test_a_different_spec_or_changed_file_is_an_error_not_an_overwrite(tmp_path):
     directory = ensure_dataset(tmp_path / "arith", SMALL)
     with pytest.raises(FileExistsError, match="another directory"):
-        ensure_dataset(directory, ArithmeticSpec(**{**SMALL.__dict__, "seed": 5}))
+        ensure_dataset(directory, ArithmeticDataConfig(**{**SMALL.__dict__, "seed": 5}))
     (directory / "test.jsonl").write_text('{"question": "1+1=", "answer": "3"}\n')
     with pytest.raises(RuntimeError, match="changed"):
         ensure_dataset(directory, SMALL)

@@ -22,7 +22,8 @@ def step(workers, config, batch, micro_size):
     rows = plan(batch, len(workers), micro_size, token_budget=10**9, dynamic=False, balance=True)
     tokens, count = int(batch["response_mask"].sum()), batch["input_ids"].shape[0]
     refs = [
-        w.train_step.remote([select(batch, m) for m in rank_rows], tokens, count) for w, rank_rows in zip(workers, rows)
+        w.train_step.remote([select(batch, m) for m in rank_rows], tokens, count)
+        for w, rank_rows in zip(workers, rows, strict=False)
     ]
     return reduce_rank_metrics(ray.get(refs))
 
@@ -54,7 +55,7 @@ def test_two_ranks_match_one_process(ray_cluster, tmp_path):
         results[world] = (metrics, weights(workers))
         stop(workers)
     (one_metrics, one_weights), (two_metrics, two_weights) = results[1], results[2]
-    for a, b in zip(one_metrics, two_metrics):
+    for a, b in zip(one_metrics, two_metrics, strict=False):
         assert abs(a["actor/pg_loss"] - b["actor/pg_loss"]) < 1e-5
         assert abs(a["actor/kl_loss"] - b["actor/kl_loss"]) < 1e-6
         assert abs(a["actor/grad_norm"] - b["actor/grad_norm"]) < 1e-4
@@ -82,7 +83,7 @@ def test_checkpoint_resume_continues_identically(ray_cluster, tmp_path):
     ]
     resumed = first + [step(workers, config, b, 2)["actor/pg_loss"] for b in batches[2:]]
     stop(workers)
-    assert all(abs(a - b) < 1e-6 for a, b in zip(straight, resumed)), (straight, resumed)
+    assert all(abs(a - b) < 1e-6 for a, b in zip(straight, resumed, strict=False)), (straight, resumed)
 
     from transformers import AutoModelForCausalLM
 

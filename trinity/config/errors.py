@@ -45,10 +45,15 @@ class Note:
 
 
 class ConfigError(Exception):
-    """Every problem of a config at once; str() is the message a user reads (no traceback needed)."""
+    """Every problem of a config at once; str() is the message a user reads (no traceback needed).
 
-    def __init__(self, problems: List[Problem]):
+    `partial` holds what validation could still build (a `Validated` whose configs carry the values the
+    rules derived despite the problems), so an editor can show derived values next to the problems.
+    """
+
+    def __init__(self, problems: List[Problem], partial: Any = None):
         self.problems = list(problems)
+        self.partial = partial
         super().__init__(str(self))
 
     def __str__(self) -> str:

@@ -8,6 +8,7 @@ from omegaconf import MISSING
 from trinity.config.algorithm import AlgorithmConfig
 from trinity.config.buffer import BufferConfig
 from trinity.config.choices import Choice
+from trinity.config.data import DataConfig
 from trinity.config.explorer import ExplorerConfig
 from trinity.config.fields import setting
 from trinity.config.model import ModelConfig
@@ -146,6 +147,7 @@ class Config:
     explorer: ExplorerConfig = setting(MISSING, help="Rollout (group `explorer`).")
     model: ModelConfig = setting(MISSING, help="Model and lengths (group `model`).")
     trainer: TrainerConfig = setting(MISSING, help="Training (group `trainer`).")
+    data: DataConfig = setting(help="Built-in datasets generated before the run.", factory=DataConfig)
     cluster: ClusterConfig = setting(help="Ray cluster and device split.", factory=ClusterConfig)
     synchronizer: SynchronizerConfig = setting(help="Weight synchronisation.", factory=SynchronizerConfig)
     monitor: MonitorConfig = setting(help="Metrics.", factory=MonitorConfig)

@@ -72,6 +72,20 @@ def check_global(config: Config, report: Report) -> None:
     config.log.save_dir = str(job_dir / "log")
 
 
+def check_data(config: Config, report: Report) -> None:
+    data = config.data
+    if data.builtin is None:
+        return
+    if not data.dir.strip():
+        report.problem("data.dir", data.dir, f"data.builtin={data.builtin} needs a directory to generate into",
+                       "set data.dir (e.g. <checkpoint_root_dir>/data/arithmetic)")  # fmt: skip
+    else:
+        data.dir = os.path.abspath(os.path.expanduser(data.dir))
+    operations = data.arithmetic.operations
+    if not operations or set(operations) - set("+-*"):
+        report.problem("data.arithmetic.operations", operations, "must be a non-empty string of + - *", "e.g. +-")
+
+
 def check_monitor(config: Config, report: Report) -> None:
     needs = {MonitorType.wandb: "wandb", MonitorType.mlflow: "mlflow", MonitorType.tensorboard: "tensorboard"}
     package = needs[config.monitor.monitor_type]
@@ -349,13 +363,9 @@ def check_synchronizer(config: Config, report: Report) -> None:
                 "sft/dpo sync at every checkpoint",
             )
             sync.sync_interval = config.trainer.save_interval
-    elif config.mode != Mode.both and sync.sync_method == SyncMethod.nccl:
-        report.note(
-            "synchronizer.sync_method",
-            sync.sync_method,
-            SyncMethod.checkpoint,
-            f"nccl needs trainer and explorer together; mode={config.mode}",
-        )
+    elif config.mode != Mode.both and sync.sync_method != SyncMethod.checkpoint:
+        why = f"without trainer and explorer together (mode={config.mode}) weights travel by checkpoint"
+        report.note("synchronizer.sync_method", sync.sync_method, SyncMethod.checkpoint, why)
         sync.sync_method = SyncMethod.checkpoint
     explorer = config.explorer
     if config.mode != Mode.bench and not _offline(config) and explorer.eval_interval % sync.sync_interval:
@@ -427,6 +437,17 @@ def check_buffer(config: Config, report: Report) -> None:
                 f"exceeds the per-device batch ({buffer.train_batch_size_per_device})",
                 f"set it to at most {buffer.train_batch_size_per_device}",
             )
+    sync = config.synchronizer
+    per_step = buffer.batch_size * algo.repeat_times
+    if (config.mode == Mode.both and sync.sync_style != "trainer_driven"
+            and buffer.train_batch_size > (sync.sync_offset + sync.sync_interval) * per_step):  # fmt: skip
+        report.problem(
+            "buffer.train_batch_size", buffer.train_batch_size,
+            f"the explorer waits for new weights after {sync.sync_offset + sync.sync_interval} step(s) of "
+            f"{per_step} experiences, before the trainer has a full batch: the run would deadlock",
+            f"use train_batch_size <= {(sync.sync_offset + sync.sync_interval) * per_step}, or raise "
+            "synchronizer.sync_interval / sync_offset",
+        )  # fmt: skip
     if algo.algorithm_type.value == "dpo" and buffer.train_batch_size % 2:
         report.problem(
             "buffer.train_batch_size",
@@ -622,6 +643,7 @@ def check_trainer(config: Config, report: Report) -> None:
 
 RULES: List[Callable[[Config, Report], None]] = [
     check_global,
+    check_data,
     check_monitor,
     check_algorithm,
     check_model,

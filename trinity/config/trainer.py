@@ -159,7 +159,8 @@ class TrainerConfig:
     use_dynamic_bsz: bool = setting(True, help="Form micro batches by token budget (ppo_max_token_len_per_gpu).")
     use_fused_kernels: bool = setting(False, help="Use fused logprob/entropy kernels.")
     mixed_precision: MixedPrecision = setting(
-        MixedPrecision.auto, help="Compute dtype of training; auto: bfloat16 on CUDA GPUs that support it, else float32."
+        MixedPrecision.auto,
+        help="Compute dtype of training; auto: bfloat16 on CUDA GPUs that support it, else float32.",
     )
     impl_backend: ImplBackend = setting(ImplBackend.triton, help="Backend of the fused kernels.")
     resume_mode: ResumeMode = setting(

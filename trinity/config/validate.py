@@ -15,7 +15,7 @@ from omegaconf import DictConfig, ListConfig, OmegaConf, open_dict
 from omegaconf.errors import OmegaConfBaseException
 
 from trinity.config.algorithm import ALGORITHM_SCHEMAS, AlgorithmType
-from trinity.config.errors import Note, Report
+from trinity.config.errors import ConfigError, Note, Report
 from trinity.config.fields import field_infos, nested_dataclass, strip_optional
 from trinity.config.paths import job_dir_of
 from trinity.config.root import Config
@@ -68,7 +68,8 @@ def validate(cfg: DictConfig) -> Validated:
             configs.append(config)
         report.problems += stage_report.problems
         report.notes += stage_report.notes
-    report.raise_if_any()
+    if report.problems:
+        raise ConfigError(report.problems, partial=Validated(configs, report.notes))
     return Validated(configs, report.notes)
 
 
@@ -155,6 +156,9 @@ def _expand_stages(cfg: DictConfig, report: Report) -> List[Tuple[str, DictConfi
                 fix = f"did you mean {section}.{close[0]}?" if close else f"keys of {section}: {', '.join(fields)}"
                 report.problem(f"{prefix}{section}.{key}".rstrip("."), value, _first_line(exc), fix)
         stage_cfg.name = f"{cfg.name}/{stage.stage_name}"
+        if stage_cfg.trainer.save_hf_checkpoint == "never":
+            report.note(f"{prefix}trainer.save_hf_checkpoint", "never", "last", "the next stage starts from it")
+            stage_cfg.trainer.save_hf_checkpoint = "last"
         expanded.append((prefix, stage_cfg))
     return expanded
 

@@ -20,38 +20,25 @@ import json
 import os
 import random
 import tempfile
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, fields
 from pathlib import Path
 from typing import Dict, List, Optional
+
+from trinity.config.data import ArithmeticDataConfig
 
 MANIFEST = "dataset.json"
 FILES = ("train.jsonl", "test.jsonl", "sft.jsonl")
 OPERATIONS = "+-*"
 
 
-@dataclass(frozen=True)
-class ArithmeticSpec:
-    """Difficulty and size knobs; every distinct spec gives a distinct, reproducible dataset."""
-
-    seed: int = 0
-    train_size: int = 2048
-    test_size: int = 128
-    sft_size: int = 4096
-    operations: str = "+-"  # any of + - *
-    max_operand: int = 99  # operands of + and - are 0..max_operand
-    max_factor: int = 12  # factors of * are 0..max_factor
-    allow_negative: bool = False  # a-b with b > a (negative answers)
-
-    def __post_init__(self) -> None:
-        unknown = set(self.operations) - set(OPERATIONS)
-        if not self.operations or unknown:
-            raise ValueError(f"operations {self.operations!r} must be a non-empty string of {OPERATIONS!r}")
-        for name in ("train_size", "test_size", "sft_size", "max_operand", "max_factor"):
-            if getattr(self, name) < 0:
-                raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
+def check_spec(spec: ArithmeticDataConfig) -> None:
+    """Operations must name only + - * (the sizes' bounds are checked by config validation)."""
+    unknown = set(spec.operations) - set(OPERATIONS)
+    if not spec.operations or unknown:
+        raise ValueError(f"operations {spec.operations!r} must be a non-empty string of {OPERATIONS!r}")
 
 
-def all_problems(spec: ArithmeticSpec) -> Dict[str, List[Dict[str, str]]]:
+def all_problems(spec: ArithmeticDataConfig) -> Dict[str, List[Dict[str, str]]]:
     """operation -> every distinct question of it the spec allows, in a fixed order."""
     operands = range(spec.max_operand + 1)
     factors = range(spec.max_factor + 1)
@@ -66,12 +53,13 @@ def all_problems(spec: ArithmeticSpec) -> Dict[str, List[Dict[str, str]]]:
     }
 
 
-def generate(spec: ArithmeticSpec) -> Dict[str, List[Dict[str, str]]]:
+def generate(spec: ArithmeticDataConfig) -> Dict[str, List[Dict[str, str]]]:
     """file name -> rows; test, train and sft hold distinct questions.
 
     Each operation's questions are shuffled and then interleaved, so every split mixes the
     operations evenly until the smaller ones run out (0..12 times tables are few).
     """
+    check_spec(spec)
     rng = random.Random(spec.seed)
     per_op = list(all_problems(spec).values())
     for questions in per_op:
@@ -92,9 +80,9 @@ def generate(spec: ArithmeticSpec) -> Dict[str, List[Dict[str, str]]]:
     }
 
 
-def ensure_dataset(directory, spec: Optional[ArithmeticSpec] = None) -> Path:
+def ensure_dataset(directory, spec: Optional[ArithmeticDataConfig] = None) -> Path:
     """Write (or verify and reuse) the dataset of `spec` in `directory`; returns the directory."""
-    spec = spec or ArithmeticSpec()
+    spec = spec or ArithmeticDataConfig()
     directory = Path(directory).expanduser()
     manifest_path = directory / MANIFEST
     if manifest_path.exists():
@@ -114,7 +102,7 @@ def ensure_dataset(directory, spec: Optional[ArithmeticSpec] = None) -> Path:
     return directory
 
 
-def _check_manifest(path: Path, spec: ArithmeticSpec) -> None:
+def _check_manifest(path: Path, spec: ArithmeticDataConfig) -> None:
     try:
         manifest = json.loads(path.read_text())
         found = manifest["spec"]
@@ -154,8 +142,8 @@ def _write_atomic(path: Path, data: bytes) -> None:
 def main(argv: Optional[List[str]] = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m trinity.data.arithmetic", description=__doc__.splitlines()[0])
     parser.add_argument("--out", required=True, help="Directory for train.jsonl, test.jsonl, sft.jsonl.")
-    defaults = ArithmeticSpec()
-    for spec_field in fields(ArithmeticSpec):
+    defaults = ArithmeticDataConfig()
+    for spec_field in fields(ArithmeticDataConfig):
         flag = "--" + spec_field.name.replace("_", "-")
         default = getattr(defaults, spec_field.name)
         if isinstance(default, bool):
@@ -165,7 +153,7 @@ def main(argv: Optional[List[str]] = None) -> None:
     args = vars(parser.parse_args(argv))
     out = args.pop("out")
     try:
-        directory = ensure_dataset(out, ArithmeticSpec(**args))
+        directory = ensure_dataset(out, ArithmeticDataConfig(**args))
     except (OSError, RuntimeError, ValueError) as exc:
         parser.exit(2, f"error: {exc}\n")
     for name in FILES:

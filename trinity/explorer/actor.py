@@ -15,12 +15,13 @@ import dataclasses
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import ray
 
 from trinity.explorer.engine import EngineSpec, Prompt, RolloutEngine, TaskTimeout, TextCodec, engine_specs
 from trinity.explorer.sampling import Sample, SamplingParams
+from trinity.orchestration.cluster import in_bundle
 
 # Extra seconds a caller waits beyond the deadline it passed, for the actor to answer with a TaskTimeout.
 REPLY_GRACE_S = 5.0
@@ -48,6 +49,7 @@ class EngineActor:
         self._pending: List[_Request] = []
         self._draining: Optional[asyncio.Task] = None
         self._counts = {"requests": 0, "batches": 0, "rows": 0}
+        self._receiver = None  # the nccl weight-sync group member, once joined
 
     async def ready(self) -> Dict[str, Any]:
         """What was loaded; awaited once after creation so load errors surface at startup."""
@@ -65,6 +67,32 @@ class EngineActor:
         loop = asyncio.get_running_loop()
         await loop.run_in_executor(self._worker, self.engine.update_weights, named_tensors, version)
         return version
+
+    async def load_published(self, published: Any, version: int) -> int:
+        """Load weights the Synchronizer announced (object-store or checkpoint): read here, zero-copy."""
+        from trinity.manager.weight_sync import materialize
+
+        loop = asyncio.get_running_loop()
+        named = await loop.run_in_executor(self._worker, materialize, published, version)
+        return await self.update_weights(named, version)
+
+    async def join_weight_group(self, spec: Any, local_rank: int) -> None:
+        """Join the trainer's broadcast group (nccl sync) as engine rank `local_rank`; blocks until it forms."""
+        from trinity.manager.weight_sync import NcclReceiver
+
+        loop = asyncio.get_running_loop()
+        self._receiver = await loop.run_in_executor(None, NcclReceiver, spec, local_rank)
+
+    async def receive_weights(self, version: int) -> int:
+        """Receive one broadcast (all buckets), then load it into the model at once."""
+        received: Dict[str, Any] = {}
+
+        def keep(named: Dict[str, Any], _version: int) -> None:  # buckets reuse their buffers: copy out
+            received.update({name: tensor.clone() for name, tensor in named.items()})
+
+        loop = asyncio.get_running_loop()
+        await loop.run_in_executor(None, self._receiver.receive, keep, version)
+        return await self.update_weights(received, version)
 
     async def generate(
         self, prompts: Sequence[Prompt], params: SamplingParams, timeout: Optional[float] = None
@@ -131,13 +159,15 @@ def create_engines(
     namespace: Optional[str] = None,
     ready_timeout: float = 600,
     model_index: int = 0,
+    placement: Optional[Tuple[Any, int]] = None,
 ) -> List[Any]:
     """`engine_num` engine actors of one served model of a validated Config, loaded and ready:
     model_index 0 is `explorer.rollout_model`, i > 0 is `explorer.auxiliary_models[i - 1]`.
 
     CPU: each takes `cluster.cpu_threads_per_device` Ray CPUs and as many torch threads; CUDA: each
     takes `tensor_parallel_size` GPUs (and one CPU). Named `<name_prefix>_<i>` when a prefix is given. Raises
-    TimeoutError naming the engines that were not ready after `ready_timeout` seconds.
+    TimeoutError naming the engines that were not ready after `ready_timeout` seconds. `placement`
+    (placement group, first bundle index) pins engine i to bundle first + i of the job's reservation.
     """
     spec = engine_specs(config)[model_index]
     if spec.tiny is not None:
@@ -157,6 +187,9 @@ def create_engines(
             options["name"] = f"{name_prefix}_{index}"
         if namespace:
             options["namespace"] = namespace
+        if placement is not None:
+            group, first_bundle = placement
+            options.update(in_bundle(group, first_bundle + index))
         handles.append(actor_class.options(**options).remote(spec))
     wait_ready(handles, ready_timeout)
     return handles

@@ -26,7 +26,9 @@ from torch.distributed.fsdp import CPUOffloadPolicy, MixedPrecisionPolicy, fully
 
 from trinity.buffer.batch import Batch
 from trinity.config.root import Config
-from trinity.model.load import load_causal_lm, resolve_model_path
+from trinity.manager.checkpoint_shards import dim0_shard, write_shard
+from trinity.manager.weight_sync import NcclSender, publish_checkpoint_shard, publish_memory, state_dict_meta
+from trinity.model.load import load_causal_lm, load_tokenizer, resolve_model_path
 from trinity.trainer.actor_loss import ActorLoss, micro_weight
 from trinity.trainer.distributed import init_group
 from trinity.trainer.lr_schedule import make_scheduler
@@ -54,6 +56,7 @@ class FSDPWorker:
         )
         self.loss = ActorLoss(config.algorithm)
         self.temperature = training_temperature(config)
+        self.sender: Optional[NcclSender] = None  # rank 0's end of the nccl weight-sync group
 
     # ---- building ----------------------------------------------------------------------------
 
@@ -84,7 +87,7 @@ class FSDPWorker:
             fully_shard(layer, **options)
         fully_shard(model, **options)
         if getattr(trainer.fsdp_config, "forward_prefetch", False):
-            for current, following in zip(layers, layers[1:]):
+            for current, following in zip(layers, layers[1:], strict=False):
                 current.set_modules_to_forward_prefetch([following])
         if self.config.cluster.device_type == "cuda" and not _offload(trainer):
             model.to(self.device)
@@ -127,7 +130,7 @@ class FSDPWorker:
         """ppo_epochs optimizer steps over this rank's micro batches; returns rank-local metrics."""
         started = time.perf_counter()
         if self.ref is not None:
-            for micro, ref in zip(micro_batches, self.reference_logprobs(micro_batches)):
+            for micro, ref in zip(micro_batches, self.reference_logprobs(micro_batches), strict=False):
                 micro["ref_logprobs"] = ref
         totals: Dict[str, float] = {}
         for _ in range(self.config.trainer.ppo_epochs):
@@ -171,23 +174,43 @@ class FSDPWorker:
         state = get_model_state_dict(self.model, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
         return state if self.rank == 0 else None
 
-    def local_shards(self) -> Dict[str, tuple]:
-        """name -> (local dim-0 slice, full shape, row offset) of this rank's parameter shards."""
-        from torch.distributed.tensor._utils import compute_local_shape_and_global_offset
+    def _weight_shards(self) -> Dict[str, tuple]:
+        return {name: dim0_shard(value.detach()) for name, value in self.model.state_dict().items()}
 
-        shards = {}
-        for name, param in self.model.state_dict().items():
-            if hasattr(param, "to_local"):
-                _, offset = compute_local_shape_and_global_offset(param.shape, param.device_mesh, param.placements)
-                shards[name] = (param.to_local().detach().cpu(), tuple(param.shape), int(offset[0]) if offset else 0)
-            else:
-                shards[name] = (param.detach().cpu(), tuple(param.shape), 0)
-        return shards
+    def setup_weight_sender(self, synchronizer) -> None:
+        """nccl sync, rank 0: form the broadcast group with the explorers (blocks until they joined)."""
+        if self.rank == 0:
+            meta = state_dict_meta(self.model.state_dict())
+            self.sender = NcclSender(synchronizer, meta, self.device)
+            self.sender.setup()
+
+    def publish_weights(self, synchronizer, step: int) -> Optional[int]:
+        """Hand the weights of `step` to the explorers with the configured sync method; every rank calls.
+
+        checkpoint: each rank writes its own dim-0 shards; memory and nccl: rank 0 gathers the full
+        state dict and puts it in the object store or broadcasts it. Returns the version published
+        (None where this rank published nothing, or the explorers have stopped)."""
+        method = self.config.synchronizer.sync_method
+        if method == "checkpoint":
+            return publish_checkpoint_shard(
+                synchronizer, self.config.checkpoint_job_dir, step, self.rank, self.world_size, self._weight_shards()
+            )
+        state = self.full_state_dict()
+        if self.rank != 0:
+            return None
+        if method == "memory":
+            publish_memory(synchronizer, state, step)
+            return step
+        return self.sender.publish(state, step)
 
     # ---- checkpoints -------------------------------------------------------------------------
 
     def save_checkpoint(self, directory: str, step: int, contents: List[str]) -> None:
+        """DCP shards (model, optimizer), per-rank extras, the HF export, and — with the model — its weight
+        shards in the sync format, so explore/bench explorers and the Synchronizer can load any checkpoint."""
         path = Path(directory)
+        if "model" in contents:
+            write_shard(path, self.rank, self.world_size, self._weight_shards())
         if "model" in contents or "optimizer" in contents:
             model_state, optim_state = get_state_dict(self.model, self.optimizer)
             state = {}
@@ -203,6 +226,11 @@ class FSDPWorker:
             full = self.full_state_dict()
             if self.rank == 0:
                 self.model.save_pretrained(path / "huggingface", state_dict=full, safe_serialization=True)
+                model = self.config.model
+                tokenizer = load_tokenizer(
+                    resolve_model_path(model), model.trust_remote_code, model.custom_chat_template
+                )
+                tokenizer.save_pretrained(path / "huggingface")
         dist.barrier()
 
     def load_checkpoint(self, directory: str, contents: List[str]) -> int:
@@ -234,6 +262,8 @@ class FSDPWorker:
         return step
 
     def shutdown(self) -> None:
+        if self.sender is not None:
+            self.sender.close()
         if dist.is_initialized():
             dist.destroy_process_group()
 

@@ -1,0 +1,56 @@
+"""Jobs sharing one Ray cluster keep to their own namespaces; a missing peer ends a sync wait by name."""
+
+import threading
+import time
+
+import pytest
+import ray
+
+from tests.orchestration.conftest import small_config
+from tests.orchestration.test_modes import SFT
+from trinity.explorer.explorer import Explorer
+from trinity.manager import SyncError, Synchronizer
+from trinity.orchestration.job import run_job
+from trinity.trainer.checkpoint import completed_steps
+
+
+def test_two_experiments_in_one_cluster_do_not_see_each_other(ray_cluster, tmp_path):
+    configs = [small_config(tmp_path, *SFT, f"name={name}", "cluster.cpu_devices_per_node=1") for name in "ab"]
+    seen = []
+    threads = [threading.Thread(target=run_job, args=(config,)) for config in configs]
+    for thread in threads:
+        thread.start()
+    while any(thread.is_alive() for thread in threads):
+        seen.append(ray.util.list_named_actors(all_namespaces=True))
+        time.sleep(0.5)
+    namespaces = {config.ray_namespace for config in configs}
+    both_running = [s for s in seen if {a["namespace"] for a in s} >= namespaces]
+    assert both_running, "the two jobs never ran at the same time"
+    for snapshot in both_running:
+        for namespace in namespaces:
+            names = sorted(a["name"] for a in snapshot if a["namespace"] == namespace)
+            assert names.count("synchronizer") == 1 and names.count("trainer") <= 1, (namespace, names)
+    for config in configs:
+        assert completed_steps(config.checkpoint_job_dir) == [1, 2, 3]
+
+
+def test_sync_timeout_names_the_missing_trainer(ray_cluster, tmp_path):
+    config = small_config(tmp_path, "synchronizer.sync_timeout=5", "buffer.total_steps=3")
+    from trinity.data.arithmetic import ensure_dataset
+
+    ensure_dataset(config.data.dir, config.data.arithmetic)
+    synchronizer = Synchronizer.get_actor(config)
+    explorer = ray.remote(Explorer).options(name="explorer", namespace=config.ray_namespace, num_cpus=0).remote(config)
+    try:
+        ray.get(explorer.prepare.remote())
+        started = time.monotonic()
+        with pytest.raises(ray.exceptions.RayTaskError) as info:
+            ray.get(explorer.explore.remote(), timeout=120)
+        waited = time.monotonic() - started
+        cause = info.value.as_instanceof_cause()
+        assert isinstance(cause, SyncError), cause
+        assert "trainer" in str(cause) and "5" in str(cause)
+        assert waited < 5 + 60, "the error came long after the timeout"
+    finally:
+        ray.kill(explorer)
+        ray.kill(synchronizer)

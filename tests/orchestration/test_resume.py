@@ -1,0 +1,95 @@
+"""A crashed run continues exactly: kill the whole driver, or only the trainer actor, mid-run, then rerun.
+
+"Exactly" means: every train step consumes the next explore step (no gap, no repeat), and the final
+step counters and taskset cursor are those of an uninterrupted run.
+"""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import ray
+
+from tests.orchestration.conftest import SMALL, small_config
+from trinity.monitor import read_scalars
+from trinity.orchestration.job import JobError, run_job
+
+STEPS = 5
+RUN = ["buffer.total_steps=5", "trainer.save_interval=2"]
+
+
+def _meta(job: Path, name: str) -> dict:
+    try:
+        return json.loads((job / f"{name}_meta.json").read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def _wait_for(condition, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.5)
+
+
+def _assert_exact(job: Path) -> None:
+    scalars = read_scalars(str(job / "monitor" / "tensorboard" / "trainer"))
+    consumed = [int(value) for _, value in scalars["sample/explore_step"]]
+    assert consumed == list(range(1, STEPS + 1)), f"train steps consumed explore steps {consumed}"
+    trainer, explorer = _meta(job, "trainer"), _meta(job, "explorer")
+    assert trainer["latest_iteration"] == STEPS and explorer["latest_iteration"] == STEPS
+    assert explorer["taskset_states"] == [{"current_index": STEPS * 4}]
+    assert (job / "latest_checkpointed_iteration.txt").read_text().strip() == str(STEPS)
+
+
+def test_sigkill_of_the_driver_then_rerun(tmp_path):
+    command = [sys.executable, "-m", "trinity", f"checkpoint_root_dir={tmp_path}", *SMALL, *RUN]
+    env = {**os.environ, "RAY_AUTH_MODE": "disabled"}
+    job = tmp_path / "trinity" / "arithmetic"
+    first = subprocess.Popen(
+        command, env=env, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    try:
+        _wait_for(lambda: _meta(job, "trainer").get("latest_iteration", 0) >= 2, 600, "the first checkpoint")
+        _wait_for(lambda: _meta(job, "explorer").get("latest_iteration", 0) >= 3, 300, "explore step 3")
+    finally:
+        os.killpg(first.pid, signal.SIGKILL)  # the driver and everything it started, as in a machine crash
+        first.wait()
+    assert _meta(job, "trainer")["latest_iteration"] < STEPS
+    second = subprocess.run(command, env=env, capture_output=True, text=True, timeout=900)
+    assert second.returncode == 0, second.stderr[-3000:]
+    _assert_exact(job)
+
+
+def test_sigkill_of_the_trainer_actor_then_rerun(tmp_path):
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
+    try:
+        config = small_config(tmp_path, *RUN)
+        job = Path(config.checkpoint_job_dir)
+        outcome = {}
+        thread = threading.Thread(target=lambda: outcome.update(result=_run(config)), daemon=True)
+        thread.start()
+        _wait_for(lambda: _meta(job, "trainer").get("latest_iteration", 0) >= 2, 600, "the first checkpoint")
+        trainer = ray.get_actor(config.trainer.name, namespace=config.ray_namespace)
+        pid = ray.get(trainer.__ray_call__.remote(lambda self: os.getpid()))
+        os.kill(pid, signal.SIGKILL)
+        thread.join(timeout=300)
+        assert isinstance(outcome["result"], JobError), outcome
+        assert "trainer" in str(outcome["result"])
+        run_job(small_config(tmp_path, *RUN))
+        _assert_exact(job)
+    finally:
+        ray.shutdown()
+
+
+def _run(config):
+    try:
+        return run_job(config)
+    except JobError as exc:
+        return exc

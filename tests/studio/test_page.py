@@ -1,0 +1,235 @@
+"""The page in AppTest: widgets of both modes, visibility that follows the selection, checks that block
+generation with validation's own message, and derived values shown read-only."""
+
+import pytest
+
+from tests.studio.helpers import (
+    assert_clean,
+    expert,
+    generate,
+    make_valid,
+    open_page,
+    set_values,
+    warnings,
+    widget,
+    widgets,
+)
+from trinity.manager.config_registry import CONFIG_GENERATORS
+from trinity.studio.values import plain
+
+BEGINNER_RL = {
+    "project", "exp_name", "checkpoint_root_dir", "monitor_type", "log_level", "save_interval", "model_group",
+    "model_path", "max_model_len", "algorithm_type", "repeat_times", "actor_lr", "taskset_path",
+    "explore_batch_size", "taskset_args.split", "taskset_args.format.prompt_key", "default_workflow_type",
+    "default_reward_fn_type", "total_epochs", "total_steps", "node_num", "gpu_per_node", "cpu_devices_per_node",
+    "engine_num", "tensor_parallel_size", "trainer_gpu_num_display", "actor_ulysses_sequence_parallel_size",
+    "sync_method", "sync_style", "sync_interval",
+}  # fmt: skip
+NEVER_PLACED = {"kl_penalty", "kl_ctrl_type", "kl_ctrl_coef", "buffer_group"}  # second names, hidden preset
+BEGINNER_ONLY = {"trainer_gpu_num_display"}
+
+
+def test_beginner_mode_shows_the_essential_fields():
+    at = open_page()
+    shown = set(widgets(at))
+    assert BEGINNER_RL <= shown, BEGINNER_RL - shown
+    assert "critic_lr" not in shown and "experience_buffer_path" not in shown
+    set_values(at, algorithm_type="ppo")
+    assert "critic_lr" in widgets(at)
+    set_values(at, algorithm_type="sft")
+    shown = set(widgets(at))
+    assert {"experience_buffer_path", "train_batch_size", "sft_dataset_kwargs.split"} <= shown
+    assert not shown & {"taskset_path", "engine_num", "sync_method", "dpo_dataset_kwargs.split"}
+
+
+def _entry_keys(name: str) -> set:
+    """The widget keys an entry renders: its session keys, or its own name (views, flag lists, derived)."""
+    if name in ("eval_tasksets", "auxiliary_models"):
+        return {f"{name}.add"}
+    keys = {binding.key for binding in CONFIG_GENERATORS.bindings_of(name)}
+    if name == "training_args" or not keys:
+        return {name}
+    return keys
+
+
+# selections that together show every entry of the expert mode
+SCENARIOS = [
+    {},
+    {"algorithm_type": "ppo", "training_strategy": "fsdp2", "enable_replay_buffer": True, "resume_mode": "resume_path"},
+    {"training_strategy": "megatron", "kl_penalty_fn": "k2", "adaptive_in_kl_penalty_fn": True},
+    {"algorithm_type": "opmd", "opmd_baseline_in_advantage_fn": "logavgexp", "sample_strategy": "mix"},
+    {"algorithm_type": "dpo"},
+    {"algorithm_type": "sft"},
+    {"policy_loss_fn": "cispo", "advantage_fn": "step_wise_grpo", "sample_strategy": "staleness_control"},
+    {"policy_loss_fn": "sapo", "advantage_fn": "asymre"},
+    {"policy_loss_fn": "topr", "advantage_fn": "on_policy_distill"},
+    {"policy_loss_fn": "sppo", "advantage_fn": "ppo"},
+    {"policy_loss_fn": "dpo"},
+    {"policy_loss_fn": "mix"},
+]
+
+
+def test_expert_mode_renders_every_entry_for_some_selection():
+    seen = set()
+    at = expert(open_page())
+    for scenario in SCENARIOS:
+        widget(at, "start_over").click()  # back to the schema defaults ("Start from" is at its default)
+        at.run()
+        set_values(at, **scenario)
+        if "eval_tasksets.add" in widgets(at):
+            widget(at, "eval_tasksets.add").click()
+            widget(at, "auxiliary_models.add").click()
+            at.run()
+            assert_clean(at)
+        if scenario.get("training_strategy") is None:
+            set_values(at, training_args=["balance_batch", "use_fused_kernels"])
+        seen |= set(widgets(at))
+    missing = {
+        name
+        for name in CONFIG_GENERATORS.names()
+        if name not in NEVER_PLACED | BEGINNER_ONLY and not _entry_keys(name) <= seen
+    }
+    assert not missing, sorted(missing)
+
+
+def test_widgets_start_at_the_registry_defaults():
+    """What the page shows first is what the registry holds, i.e. the schema defaults."""
+    at = expert(open_page())
+    defaults = CONFIG_GENERATORS.default_config()
+    compared = 0
+    for key, shown in widgets(at).items():
+        if key in defaults and not key.startswith(("eval_tasksets", "auxiliary_models")):
+            value = shown.value
+            expected = defaults[key]
+            if isinstance(expected, str) and value is None:
+                value = ""
+            assert plain(value) == plain(expected) or (value == "" and expected is None), key
+            compared += 1
+    assert compared > 90
+
+
+def test_visibility_follows_the_selection():
+    at = expert(open_page())
+    assert "param_offload" in widgets(at) and "offload_policy" not in widgets(at)
+    set_values(at, training_strategy="fsdp2")
+    shown = set(widgets(at))
+    assert {"offload_policy", "reshard_after_forward", "forward_prefetch"} <= shown and "param_offload" not in shown
+    set_values(at, training_strategy="megatron")
+    shown = set(widgets(at))
+    assert {"param_offload", "grad_offload", "tensor_model_parallel_size"} <= shown and "offload_policy" not in shown
+    assert "critic_lr" not in shown
+    set_values(at, algorithm_type="ppo")
+    assert {"critic_lr", "critic_model_path", "critic_grad_clip"} <= set(widgets(at))
+
+
+def test_defaults_follow_the_selection_but_user_values_stay():
+    at = open_page()
+    set_values(at, algorithm_type="ppo")
+    assert widget(at, "repeat_times").value == 1  # PPOConfig's default
+    set_values(at, algorithm_type="grpo", repeat_times=6)
+    set_values(at, algorithm_type="opmd")
+    assert widget(at, "repeat_times").value == 6
+    assert at.session_state["policy_loss_fn"] == "opmd" and at.session_state["advantage_fn"] == "opmd"
+
+
+def test_values_survive_mode_switches():
+    at = expert(open_page())
+    set_values(at, sync_timeout=77.0, runner_per_model=3)
+    set_values(at, mode_switch="Beginner Mode")
+    set_values(at, mode_switch="Expert Mode")
+    assert widget(at, "sync_timeout").value == 77.0 and widget(at, "runner_per_model").value == 3
+
+
+def _aux_model(at):
+    widget(at, "auxiliary_models.add").click()
+    at.run()
+
+
+CHECKS = [
+    ("checkpoint_root_dir", {}, None, "checkpoint_root_dir = '': must be given"),
+    ("taskset_path", {}, None, "buffer.explorer_input.taskset.path = null: must be given"),
+    ("tensor_parallel_size", {}, None, "leaving none for the trainer"),
+    (
+        "model_path",
+        {"model_group": "qwen2.5-0.5b-instruct", "model_path": "/no/such/model"},
+        None,
+        "model.model_path = '/no/such/model': does not exist",
+    ),
+    (
+        "train_batch_size",
+        {"mode_switch": "Expert Mode", "cpu_devices_per_node": 3, "train_batch_size": 3},
+        None,
+        "must split evenly across the 2",
+    ),
+    ("experience_buffer_path", {"algorithm_type": "sft"}, None, "sft reads its dataset from here"),
+    ("auxiliary_models", {"mode_switch": "Expert Mode"}, _aux_model, "auxiliary_models[0].model_path = null"),
+    (
+        "resume_from_path",
+        {"mode_switch": "Expert Mode", "resume_mode": "resume_path"},
+        None,
+        "resume_mode=resume_path needs a .../global_step_N directory",
+    ),
+]
+
+
+@pytest.mark.parametrize("field, values, action, message", CHECKS, ids=[c[0] for c in CHECKS])
+def test_each_check_blocks_generation_with_its_message(field, values, action, message, tmp_path):
+    at = open_page()
+    start = {"checkpoint_root_dir": str(tmp_path), "taskset_path": str(tmp_path / "t.jsonl"), "engine_num": 1}
+    if field in ("checkpoint_root_dir", "taskset_path", "tensor_parallel_size"):
+        start = {k: v for k, v in start.items() if k != {"tensor_parallel_size": "engine_num"}.get(field, field)}
+    set_values(at, **start, **values)
+    if action is not None:
+        action(at)
+    assert any(message in text for text in warnings(at)), warnings(at)
+    button = widget(at, "generate_config")
+    assert button.disabled
+    assert field in button.help, button.help
+    assert CONFIG_GENERATORS.get_check_func(field) is not None
+
+
+def test_a_valid_page_enables_generation_and_shows_derived_values(tmp_path):
+    at = make_valid(open_page(), tmp_path)
+    assert not warnings(at) and not at.error
+    assert widget(at, "trainer_gpu_num_display").value == 1  # 2 CPU devices, 1 engine
+    set_values(at, cpu_devices_per_node=5, explore_batch_size=8)
+    assert widget(at, "trainer_gpu_num_display").value == 4
+    expert(at)
+    assert widget(at, "derived_train_batch_size").value == 16  # 8 tasks x 2 responses
+    assert widget(at, "derived_train_batch_size_per_gpu").value == 4
+    assert widget(at, "total_gpu_num").value == 5
+    generate(at)
+    assert at.download_button
+
+
+def test_problems_off_the_shown_fields_are_listed_at_the_button(tmp_path):
+    at = make_valid(open_page(), tmp_path)
+    expert(at)
+    set_values(at, sample_strategy="mix")  # mix needs an expert dataset no field of the page sets
+    set_values(at, mode_switch="Beginner Mode")
+    assert any("auxiliary_buffers.sft_dataset" in e.value for e in at.error)
+    assert "auxiliary_buffers" in widget(at, "generate_config").help
+
+
+def test_other_keys_are_validated_like_any_override(tmp_path):
+    at = expert(make_valid(open_page(), tmp_path))
+    set_values(at, extra_overrides="explorer.max_timeout=0\nbuffer.batch_size=3\nnot an override")
+    texts = warnings(at)
+    assert any("explorer.max_timeout = 0.0: must be > 0" in t for t in texts), texts
+    assert any("sets buffer.batch_size, which a page field sets" in t for t in texts), texts
+    assert any("is not a Hydra override" in t for t in texts), texts
+    assert widget(at, "generate_config").disabled
+
+
+def test_dict_fields_are_json_text_checked_by_validation(tmp_path):
+    at = expert(make_valid(open_page(), tmp_path))
+    set_values(at, enable_replay_buffer=True)
+    set_values(at, priority_fn_args="{bad")
+    assert any("is not valid JSON" in text for text in warnings(at)), warnings(at)
+    set_values(at, priority_fn="decay_limit_randomization", priority_fn_args='{"sigma": -1}')
+    assert any("priority_fn_args.sigma = -1: must be >= 0" in text for text in warnings(at)), warnings(at)
+    set_values(at, priority_fn_args='{"sigma": 0.5}')
+    assert not warnings(at)
+    generate(at)
+    command = next(c.value for c in at.code if c.value.startswith("python -m trinity"))
+    assert "'++buffer.trainer_input.experience_buffer.replay_buffer.priority_fn_args={sigma:0.5}'" in command

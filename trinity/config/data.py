@@ -1,0 +1,34 @@
+"""Schema of the `data` section: built-in synthetic datasets generated before a run, so no download is needed."""
+
+from dataclasses import dataclass
+from typing import Optional
+
+from trinity.config.choices import Choice
+from trinity.config.fields import setting
+
+
+class BuiltinDataset(Choice):
+    arithmetic = "arithmetic"
+
+
+@dataclass
+class ArithmeticDataConfig:
+    """Difficulty and size of the arithmetic tasks ("12+7=" -> "19"); each distinct spec is its own dataset."""
+
+    seed: int = setting(0, help="Seed of the question order.")
+    train_size: int = setting(2048, help="Questions in train.jsonl (the RL taskset).", ge=0)
+    test_size: int = setting(128, help="Questions in test.jsonl (the held-out eval taskset).", ge=0)
+    sft_size: int = setting(4096, help="Solved questions in sft.jsonl (the SFT warm-up dataset).", ge=0)
+    operations: str = setting("+-", help="Operations to draw from: any of + - *.")
+    max_operand: int = setting(99, help="Operands of + and - are 0..max_operand.", ge=0)
+    max_factor: int = setting(12, help="Factors of * are 0..max_factor.", ge=0)
+    allow_negative: bool = setting(False, help="Allow a-b with b > a (negative answers).")
+
+
+@dataclass
+class DataConfig:
+    builtin: Optional[BuiltinDataset] = setting(
+        None, help="Generate this built-in dataset into data.dir before the run (reused when it exists)."
+    )
+    dir: str = setting("", help="Directory of the built-in dataset's files (train.jsonl, test.jsonl, sft.jsonl).")
+    arithmetic: ArithmeticDataConfig = setting(help="The arithmetic dataset.", factory=ArithmeticDataConfig)

@@ -1,0 +1,251 @@
+"""The explorer actor: task batches -> workflows on the engines -> experiences in the buffer, with weight syncs.
+
+One explore step reads `buffer.batch_size` tasks, runs them (`repeat_times` responses each), computes
+explorer-side advantages when the algorithm does (GRPO-style group advantages), writes the
+experiences, logs the step, evaluates every `explorer.eval_interval` steps and syncs weights when
+its sync style says so (reference §2.6: after `sync_offset` steps, every `sync_interval`).
+Progress (step, taskset cursor, model version) goes to `<explorer name>_meta.json` after every step.
+"""
+
+import asyncio
+import json
+import logging
+import os
+import time
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Tuple
+
+from trinity.buffer.batch import collate
+from trinity.buffer.errors import BufferExhausted
+from trinity.buffer.experience import Experience
+from trinity.buffer.factory import make_writer
+from trinity.buffer.taskset import eval_taskset_readers, train_taskset_reader
+from trinity.config.buffer import StorageType
+from trinity.config.functions import ADVANTAGE_FN
+from trinity.config.root import Config, Mode, SyncMethod, SyncStyle
+from trinity.explorer.actor import create_engines
+from trinity.explorer.runner import TaskRunner
+from trinity.manager import RunningStatus, StateManager, Synchronizer
+from trinity.manager.weight_sync import nccl_handshake
+from trinity.monitor import Monitor
+from trinity.trainer.checkpoint import completed_steps, write_atomic
+
+logger = logging.getLogger(__name__)
+
+
+class Explorer:
+    def __init__(self, config: Config, placement: Optional[Tuple[Any, int]] = None):
+        """`placement`: (placement group, first bundle) reserved for the engines, see orchestration.cluster."""
+        self.config = config
+        self.name = config.explorer.name
+        self.state = StateManager(config.checkpoint_job_dir, explorer_name=self.name, trainer_name=config.trainer.name)
+        meta = self.state.load_explorer()
+        self.step = meta.get("latest_iteration", 0)
+        trainer_meta = self.state.load_trainer() if config.mode == Mode.both else {}
+        self.resumed = bool(trainer_meta.get("latest_iteration"))
+        self.synchronizer = Synchronizer.get_actor(config)
+        self.engines = create_engines(
+            config, name_prefix=f"{self.name}_engine", namespace=config.ray_namespace, placement=placement
+        )
+        self.runner = TaskRunner.from_config(config, self.engines)
+        self.taskset = train_taskset_reader(config)
+        buffer = config.buffer.trainer_input.experience_buffer
+        if self.resumed and buffer.storage_type == StorageType.queue:
+            # the queue's experiences died with the last run: explore again from the trainer's checkpoint
+            self.step = trainer_meta["sample_strategy_state"].get("explore_step", trainer_meta["latest_iteration"])
+            self.taskset.load_state_dict({"current_index": self.step * config.buffer.batch_size})
+        elif meta.get("taskset_states"):
+            self.taskset.load_state_dict(meta["taskset_states"][0])
+        self.writer = make_writer(config.buffer.trainer_input.experience_buffer, config.ray_namespace)
+        self.writer.acquire()
+        algorithm = config.algorithm
+        self.advantage = None
+        if algorithm.advantage_fn is not None and not algorithm.compute_advantage_in_trainer:
+            self.advantage = ADVANTAGE_FN.implementation(algorithm.advantage_fn)(**algorithm.advantage_fn_args)
+        self.monitor = Monitor(config, self.name)
+        self.version = 0  # the engines start from the base model; prepare() pulls a newer one on resume
+        self.last_metrics: Dict[str, float] = {}
+
+    async def is_alive(self) -> bool:
+        return True
+
+    async def progress(self) -> Dict[str, float]:
+        """Where exploration stands: the job's watchdog and progress bar read it."""
+        return {"explore_step": self.step, "model_version": self.version,
+                "reward": self.last_metrics.get("rollout/reward/mean", float("nan"))}  # fmt: skip
+
+    async def process_ids(self) -> Dict[str, int]:
+        """This actor's and each engine's OS process id (for memory measurements)."""
+        pids = await asyncio.gather(*[engine.__ray_call__.remote(lambda _self: os.getpid()) for engine in self.engines])
+        return {"explorer": os.getpid(), **{f"engine_{i}": pid for i, pid in enumerate(pids)}}
+
+    async def final_metrics(self) -> Dict[str, float]:
+        return {**self.last_metrics, "explorer/step": float(self.step), "explorer/model_version": float(self.version)}
+
+    async def prepare(self) -> int:
+        """Load the newest published weights (resume), evaluate the starting model, report RUNNING."""
+        if self.resumed:  # the trainer publishes its checkpointed weights once; take them before exploring
+            await self.sync_weight()
+        elif self.config.synchronizer.sync_method != SyncMethod.nccl:
+            await self._pull(wait=False)
+        if self.config.explorer.eval_on_startup and self.step == 0:
+            await self.evaluate()
+        await self.synchronizer.set_explorer_status.remote(RunningStatus.RUNNING, None, self.name)
+        return self.step
+
+    async def explore(self) -> str:
+        """Explore until the taskset is exhausted; returns the explorer's name."""
+        try:
+            while await self.explore_step():
+                if self.step % self.config.explorer.eval_interval == 0:
+                    await self.evaluate()
+                if self._need_sync():
+                    await self.sync_weight()
+        finally:
+            await self._finish()
+        return self.name
+
+    async def explore_step(self) -> bool:
+        """One step; False when there are no tasks left."""
+        try:
+            tasks = self.taskset.read()
+        except BufferExhausted:
+            return False
+        started = time.perf_counter()
+        self.step += 1
+        result = await asyncio.to_thread(self.runner.run, tasks, str(self.step))
+        rollout_s = time.perf_counter() - started
+        experiences, advantage_metrics = self._advantages(result.experiences)
+        written = time.perf_counter()
+        if experiences:
+            await self.writer.write_async(experiences)
+        metrics = {f"rollout/{key}": value for key, value in result.metrics.items()}
+        metrics.update(advantage_metrics)
+        metrics.update({
+            "rollout/model_version": float(self.version),
+            "time/rollout": rollout_s,
+            "time/write": time.perf_counter() - written,
+        })  # fmt: skip
+        for failure in result.failures:
+            logger.warning("step %d: task %s failed after %d attempts: %s", self.step, failure.task_id,
+                           failure.attempts, failure.error)  # fmt: skip
+        self.monitor.log(metrics, self.step)
+        self.last_metrics.update(metrics)
+        self._save_state()
+        return True
+
+    def _advantages(self, experiences: List[Experience]):
+        if self.advantage is None or not experiences:
+            return experiences, {}
+        batch = collate(experiences, pad_token_id=0)
+        out = self.advantage(batch)
+        keep = out.get("keep")
+        kept = []
+        for row, exp in enumerate(experiences):
+            if keep is not None and not bool(keep[row]):
+                continue
+            exp.advantages = out["advantages"][row, : exp.response_length].clone()
+            exp.returns = out["returns"][row, : exp.response_length].clone()
+            kept.append(exp)
+        return kept, {f"advantage/{key}": value for key, value in out.get("metrics", {}).items()}
+
+    async def evaluate(self) -> Dict[str, float]:
+        metrics: Dict[str, float] = {}
+        started = time.perf_counter()
+        for reader in eval_taskset_readers(self.config):
+            tasks = [task for batch in reader for task in batch]
+            result = await asyncio.to_thread(self.runner.run, tasks, f"eval/{reader.name}/{self.step}")
+            metrics.update({f"eval/{reader.name}/{key}": value for key, value in result.metrics.items()})
+        if metrics:
+            metrics["time/eval"] = time.perf_counter() - started
+            self.monitor.log(metrics, self.step)
+            self.last_metrics.update(metrics)
+        return metrics
+
+    async def benchmark(self) -> Dict[int, Dict[str, float]]:
+        """Bench mode: evaluate every complete checkpoint (or only the latest) on the eval tasksets.
+
+        Writes `<job_dir>/bench_results.json` (step -> metrics) and returns the same table."""
+        steps = completed_steps(self.config.checkpoint_job_dir)
+        if self.config.explorer.bench_on_latest_checkpoint:
+            steps = steps[-1:]
+        if self.config.explorer.eval_on_startup and not self.config.explorer.bench_on_latest_checkpoint:
+            steps = [0, *steps]
+        table: Dict[int, Dict[str, float]] = {}
+        for step in steps:
+            if step > 0:
+                await self.synchronizer.set_model_state_dict_with_step_num.remote(step)
+                await self._pull(wait=False)
+            self.step = step
+            table[step] = await self.evaluate()
+        write_atomic(Path(self.config.checkpoint_job_dir) / "bench_results.json", json.dumps(table, indent=2))
+        return table
+
+    # ---- weights ----------------------------------------------------------------------------
+
+    def _need_sync(self) -> bool:
+        sync = self.config.synchronizer
+        if self.step <= sync.sync_offset or (self.step - sync.sync_offset) % sync.sync_interval:
+            return False
+        return True
+
+    async def sync_weight(self) -> int:
+        started = time.perf_counter()
+        sync = self.config.synchronizer
+        if sync.sync_method == SyncMethod.nccl:
+            if (
+                sync.sync_style == SyncStyle.trainer_driven
+                and not await self.synchronizer.trainer_requires_sync.remote()
+            ):
+                return self.version
+            version = await asyncio.to_thread(nccl_handshake, self.synchronizer, self.name)
+            if version is not None:
+                await asyncio.gather(*[engine.receive_weights.remote(version) for engine in self.engines])
+                self.version = version
+        else:
+            await self._pull(wait=sync.sync_style != SyncStyle.trainer_driven)
+        self.monitor.log(
+            {"time/sync": time.perf_counter() - started, "sync/model_version": float(self.version)}, self.step
+        )
+        self._save_state()
+        return self.version
+
+    async def _pull(self, wait: bool) -> None:
+        if self.config.mode == Mode.explore:  # no trainer beside us: take the newest checkpoint on disk
+            try:
+                await self.synchronizer.set_model_state_dict_with_step_num.remote(None)
+            except FileNotFoundError:
+                return
+            wait = False
+        newest = await self.synchronizer.wait_new_model_state_dict.remote(self.version, not wait, self.name)
+        if newest <= self.version:
+            return
+        published, version = await self.synchronizer.get_model_state_dict.remote()
+        if published is None or version <= self.version:
+            return
+        await asyncio.gather(*[engine.load_published.remote(published, version) for engine in self.engines])
+        self.version = version
+
+    async def setup_weight_sync_group(self, spec: Any) -> None:
+        """Called by the Synchronizer when the trainer forms the nccl group: every engine joins as a rank."""
+        await asyncio.gather(*[engine.join_weight_group.remote(spec, i) for i, engine in enumerate(self.engines)])
+
+    # ---- end ----------------------------------------------------------------------------------
+
+    def _save_state(self) -> None:
+        self.state.save_explorer(self.step, [self.taskset.state_dict()], model_version=self.version)
+
+    async def _finish(self) -> None:
+        self._save_state()
+        try:
+            await self.synchronizer.set_explorer_status.remote(RunningStatus.STOPPED, None, self.name)
+        finally:
+            self.writer.release()
+            self.writer.close()
+            self.monitor.close()
+
+    async def shutdown(self) -> None:
+        import ray
+
+        for engine in self.engines:
+            ray.kill(engine)

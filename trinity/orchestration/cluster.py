@@ -1,0 +1,97 @@
+"""Joining or starting the Ray cluster a run uses, and reserving each job's devices as one placement group.
+
+A job's devices (engine replicas and trainer ranks) are reserved together, so concurrent sweep jobs
+never deadlock holding half of what they need; a job whose reservation the cluster can never satisfy
+fails at once, naming what it asked for and what the cluster has.
+"""
+
+import logging
+import os
+import time
+from typing import List, Optional
+
+import ray
+from ray.util.placement_group import PlacementGroup, placement_group, remove_placement_group
+from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+from trinity.config.root import Config
+
+logger = logging.getLogger(__name__)
+
+
+def connect(config: Config) -> None:
+    """ray.init once per process: a private local cluster sized by the config, or join cluster.ray_address."""
+    if ray.is_initialized():
+        return
+    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+    env = {"env_vars": {"TOKENIZERS_PARALLELISM": "false", "RAY_AUTH_MODE": "disabled"}}
+    cluster = config.cluster
+    if cluster.ray_address == "local":
+        cuda = cluster.device_type == "cuda"
+        ray.init(
+            address="local",
+            num_cpus=(os.cpu_count() or 1) if cuda else cluster.total_gpu_num * cluster.cpu_threads_per_device,
+            num_gpus=cluster.total_gpu_num if cuda else 0,
+            include_dashboard=False,
+            log_to_driver=True,
+            runtime_env=env,
+        )
+    else:
+        ray.init(address=cluster.ray_address, runtime_env=env)
+
+
+def engine_bundle(config: Config, tensor_parallel_size: int) -> dict:
+    if config.cluster.device_type == "cuda":
+        return {"GPU": tensor_parallel_size, "CPU": 1}
+    return {"CPU": config.cluster.cpu_threads_per_device}
+
+
+def rank_bundle(config: Config) -> dict:
+    if config.cluster.device_type == "cuda":
+        return {"GPU": 1, "CPU": 1}
+    return {"CPU": config.cluster.cpu_threads_per_device}
+
+
+def reserve(config: Config, bundles: List[dict], progress_every_s: float = 30.0) -> Optional[PlacementGroup]:
+    """One placement group holding all of a job's device bundles (None when it needs none). Waits while
+    other jobs hold the devices; fails at once when the cluster as a whole is too small."""
+    if not bundles:
+        return None
+    total = ray.cluster_resources()
+    needed: dict = {}
+    for bundle in bundles:
+        for key, amount in bundle.items():
+            needed[key] = needed.get(key, 0) + amount
+    short = {key: amount for key, amount in needed.items() if total.get(key, 0) < amount}
+    if short:
+        have = {key: total.get(key, 0) for key in short}
+        raise RuntimeError(
+            f"job {config.ray_namespace!r} needs {short} but the Ray cluster has {have}; "
+            "lower the engine count or add resources"
+        )
+    group = placement_group(bundles, strategy="PACK")
+    started = time.monotonic()
+    while True:
+        ready, _ = ray.wait([group.ready()], timeout=progress_every_s)
+        if ready:
+            return group
+        logger.info(
+            "job %r waits for %s (held by other jobs) since %.0f s; available now: %s",
+            config.ray_namespace, needed, time.monotonic() - started, ray.available_resources(),
+        )  # fmt: skip
+
+
+def in_bundle(group: Optional[PlacementGroup], index: int) -> dict:
+    """Actor options that pin it to bundle `index` of the job's placement group."""
+    if group is None:
+        return {}
+    return {
+        "scheduling_strategy": PlacementGroupSchedulingStrategy(
+            placement_group=group, placement_group_bundle_index=index
+        )
+    }
+
+
+def release(group: Optional[PlacementGroup]) -> None:
+    if group is not None:
+        remove_placement_group(group)

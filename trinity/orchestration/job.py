@@ -1,0 +1,149 @@
+"""Running one validated (stage) config in its mode, from any process: a launcher's job, a sweep task, a test.
+
+Per job: generate the built-in dataset if the config asks for one; join or start Ray; reserve the
+job's devices as one placement group; create the Synchronizer (get-if-exists: the launcher may have
+made it), then the explorer and/or trainer actors the mode needs, named in the job's own Ray
+namespace; prepare them; run; collect their final metrics; and remove every actor of the job —
+also when it fails or is interrupted.
+"""
+
+import logging
+import time
+from typing import Dict, List, Optional
+
+import ray
+
+from trinity.buffer.queue_storage import destroy_queue
+from trinity.config.buffer import StorageType
+from trinity.config.root import Config, Mode
+from trinity.manager import Synchronizer
+from trinity.orchestration.cluster import connect, engine_bundle, rank_bundle, release, reserve
+from trinity.orchestration.progress import ProgressBar
+
+logger = logging.getLogger(__name__)
+
+
+class JobError(RuntimeError):
+    """A job's explorer or trainer failed or stalled; the message names which and why."""
+
+
+def prepare_data(config: Config) -> None:
+    """Generate the built-in dataset (idempotent) before anything reads it."""
+    if config.data.builtin == "arithmetic":
+        from trinity.data.arithmetic import ensure_dataset
+
+        ensure_dataset(config.data.dir, config.data.arithmetic)
+
+
+def job_bundles(config: Config) -> List[dict]:
+    """The devices the mode uses: engine replicas first, then trainer ranks."""
+    bundles = []
+    if config.mode in (Mode.both, Mode.explore, Mode.bench):
+        rollout = config.explorer.rollout_model
+        bundles += [engine_bundle(config, rollout.tensor_parallel_size)] * rollout.engine_num
+    if config.mode in (Mode.both, Mode.train):
+        bundles += [rank_bundle(config)] * config.cluster.trainer_gpu_num
+    return bundles
+
+
+def run_job(config: Config) -> Dict[str, float]:
+    """Run `config` to the end; returns the final metrics of its trainer and explorer."""
+    prepare_data(config)
+    connect(config)
+    group = reserve(config, job_bundles(config))
+    actors: Dict[str, object] = {}
+    buffer = config.buffer.trainer_input.experience_buffer
+    if buffer.storage_type == StorageType.queue:
+        destroy_queue(buffer.name, config.ray_namespace)  # a crashed run's leftovers are never reused
+    synchronizer = Synchronizer.get_actor(config)
+    try:
+        return _run_mode(config, group, actors)
+    finally:
+        _cleanup(config, actors, synchronizer)
+        release(group)
+
+
+def _run_mode(config: Config, group, actors: Dict[str, object]) -> Dict[str, float]:
+    from trinity.explorer.explorer import Explorer
+    from trinity.trainer.trainer import Trainer
+
+    namespace = config.ray_namespace
+    engines = config.explorer.rollout_model.engine_num if config.mode != Mode.train else 0
+    if config.mode in (Mode.both, Mode.explore, Mode.bench):
+        name = "benchmark" if config.mode == Mode.bench else config.explorer.name
+        actors["explorer"] = (
+            ray.remote(Explorer).options(name=name, namespace=namespace, num_cpus=0).remote(config, (group, 0))
+        )
+    if config.mode in (Mode.both, Mode.train):
+        actors["trainer"] = (
+            ray.remote(Trainer)
+            .options(name=config.trainer.name, namespace=namespace, num_cpus=0)
+            .remote(config, (group, engines))
+        )
+    _await_all({role: actor.prepare.remote() for role, actor in actors.items()}, config, "prepare")
+    if config.mode == Mode.bench:
+        runs = {"explorer": actors["explorer"].benchmark.remote()}
+    else:
+        runs = {role: getattr(actor, "explore" if role == "explorer" else "train").remote()
+                for role, actor in actors.items()}  # fmt: skip
+    _await_all(runs, config, "run", actors)
+    metrics: Dict[str, float] = {}
+    for actor in actors.values():
+        metrics.update(ray.get(actor.final_metrics.remote()))
+    return metrics
+
+
+def _await_all(refs: Dict[str, object], config: Config, phase: str, actors: Optional[Dict] = None) -> None:
+    """Wait for every role; the first failure (or a role that stops making progress for sync_timeout
+    seconds) ends the job with an error naming the role. While running, a progress bar shows the steps."""
+    pending = dict(refs)
+    last_progress: Dict[str, object] = {}
+    quiet_since = time.monotonic()
+    timeout = config.synchronizer.sync_timeout
+    bar = ProgressBar(config) if actors else None
+    try:
+        _wait_loop(pending, config, phase, actors, bar, last_progress, quiet_since, timeout)
+    finally:
+        if bar is not None:
+            bar.close()
+
+
+def _wait_loop(pending, config, phase, actors, bar, last_progress, quiet_since, timeout) -> None:
+    while pending:
+        done, _ = ray.wait(list(pending.values()), num_returns=1, timeout=min(timeout, 2.0))
+        for ref in done:
+            role = next(r for r, v in pending.items() if v == ref)
+            del pending[role]
+            try:
+                ray.get(ref)
+            except Exception as exc:  # noqa: BLE001 - reported with the role that raised it
+                raise JobError(f"{phase}: the {role} of job {config.ray_namespace!r} failed: {exc}") from exc
+            quiet_since = time.monotonic()
+        if done or not pending:
+            continue
+        progress = {role: ray.get(actors[role].progress.remote()) for role in pending} if actors else {}
+        if bar is not None:
+            bar.update(progress)
+        if progress != last_progress:
+            last_progress, quiet_since = progress, time.monotonic()
+        elif time.monotonic() - quiet_since > timeout:
+            roles = ", ".join(f"{role} (last at {state})" for role, state in progress.items()) or ", ".join(pending)
+            raise JobError(
+                f"{phase}: {roles} of job {config.ray_namespace!r} made no progress for {timeout:g} s "
+                "(synchronizer.sync_timeout)"
+            )
+
+
+def _cleanup(config: Config, actors: Dict[str, object], synchronizer) -> None:
+    """Remove the job's actors: explorer and trainer (their engines and ranks die with them), the
+    queue and the Synchronizer, which are detached and would otherwise outlive the job."""
+    for role, actor in actors.items():
+        try:
+            ray.get(actor.shutdown.remote(), timeout=60)
+        except Exception as exc:  # noqa: BLE001 - cleanup goes on; the actor is killed below
+            logger.warning("shutdown of the %s failed: %s", role, exc)
+        ray.kill(actor)
+    buffer = config.buffer.trainer_input.experience_buffer
+    if buffer.storage_type == StorageType.queue:
+        destroy_queue(buffer.name, config.ray_namespace)
+    ray.kill(synchronizer)

@@ -1,0 +1,64 @@
+"""Multi-stage runs: each stage starts from the previous stage's latest HF export, and a rerun continues
+in the stage that was interrupted (`stage_meta.json` in the experiment directory, written before a
+stage starts). A fresh run (`continue_from_checkpoint=false`) gets a new directory and never reads an
+old stage file.
+"""
+
+import dataclasses
+import logging
+from pathlib import Path
+from typing import Dict
+
+from trinity.config.model import ModelConfig
+from trinity.config.root import Config
+from trinity.config.validate import Validated
+from trinity.manager import StateManager
+from trinity.orchestration.job import run_job
+from trinity.trainer.checkpoint import CheckpointError, actor_dir, latest_step
+
+logger = logging.getLogger(__name__)
+
+
+def run_experiment(validated: Validated) -> Dict[str, float]:
+    """Run every stage (or the single config); returns the final metrics of the last stage run."""
+    configs = validated.configs
+    if len(configs) == 1:
+        return run_job(configs[0])
+    experiment_dir = Path(configs[0].checkpoint_job_dir).parent
+    state = StateManager(str(experiment_dir))
+    resume_at = state.load_stage().get("latest_stage", 0) if configs[0].continue_from_checkpoint else 0
+    previous, metrics = None, {}
+    for index, config in enumerate(configs):
+        if index < resume_at:
+            logger.info("Skipping completed stage %d (%s).", index, config.name)
+        else:
+            state.save_stage(index)
+            if previous is not None:
+                start_from(config, previous)
+            logger.info("Starting stage %d (%s) in mode %s.", index, config.name, config.mode)
+            metrics = run_job(config)
+        previous = hf_export(config)
+    return metrics
+
+
+def hf_export(config: Config) -> str:
+    """The HF-format weights of a finished stage: its latest checkpoint's `actor/huggingface`."""
+    step = latest_step(config.checkpoint_job_dir)
+    path = None if step is None else actor_dir(config.checkpoint_job_dir, step) / "huggingface"
+    if path is None or not (path / "config.json").exists():
+        raise CheckpointError(
+            f"stage {config.name} left no HF export to start the next stage from (looked in {path}); "
+            "it must train and save at least once"
+        )
+    return str(path)
+
+
+def start_from(config: Config, model_path: str) -> None:
+    """Point the stage's model (and its rollout engines) at the previous stage's weights."""
+    fields = {f.name: getattr(config.model, f.name) for f in dataclasses.fields(ModelConfig)}
+    previous = config.model.model_path
+    fields["model_path"] = model_path
+    if fields["critic_model_path"] in ("", previous):
+        fields["critic_model_path"] = model_path
+    config.model = ModelConfig(**fields)
+    config.explorer.rollout_model.model_path = model_path

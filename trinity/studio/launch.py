@@ -1,0 +1,50 @@
+"""`trinity studio [--port 8501] [--host 127.0.0.1]`: serve the Studio page with Streamlit.
+
+It binds to localhost unless told otherwise: the page can start runs on this machine.
+"""
+
+import argparse
+import sys
+from pathlib import Path
+from typing import List, Optional
+
+APP = Path(__file__).resolve().parent.parent / "manager" / "config_manager.py"
+MISSING_STREAMLIT = "trinity studio needs Streamlit, which is not installed: pip install 'trinity[studio]'"
+
+
+def parse_args(argv: List[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="trinity studio", description="Serve Trinity Studio, the config page.")
+    parser.add_argument("--port", type=int, default=8501, help="port to serve on (default 8501)")
+    parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1, this machine only)")
+    return parser.parse_args(argv)
+
+
+def streamlit_args(port: int, host: str) -> List[str]:
+    """`streamlit run` arguments: headless (no browser opened), no file watcher, no usage statistics, and
+    a toolbar without developer options."""
+    return [
+        "run",
+        str(APP),
+        "--server.port",
+        str(port),
+        "--server.address",
+        host,
+        "--server.headless",
+        "true",
+        "--server.fileWatcherType",
+        "none",
+        "--browser.gatherUsageStats",
+        "false",
+        "--client.toolbarMode",
+        "minimal",
+    ]
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    try:
+        from streamlit.web import cli as streamlit_cli
+    except ImportError:
+        print(MISSING_STREAMLIT, file=sys.stderr)
+        return 1
+    return streamlit_cli.main(streamlit_args(args.port, args.host), prog_name="streamlit", standalone_mode=False) or 0
