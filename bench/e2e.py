@@ -1,9 +1,10 @@
 """End-to-end benchmark: the default GRPO stage, synchronous (sync_offset=0) vs one-step off-policy (sync_offset=1).
 
-Both runs use the same seed, batch and step count on a fresh local Ray cluster of this machine. For each
-it reports the median per-step time split (rollout, train, sync, waiting), throughput (trained tokens per
-second of wall time), the peak resident memory of the trainer rank and engine processes, and the ratio
-off-policy / synchronous. Prints a table and writes JSON.
+Both runs use the same seed, batch and step count on a fresh local Ray cluster of this machine. For
+each it reports the steady-state step time (median gap between trainer steps), its median split
+(rollout, train, sync, waiting), throughput (trained response tokens per second of step time), the
+peak resident memory of the trainer rank and engine processes, and the ratio off-policy / synchronous.
+Prints a table and writes JSON.
 
     python bench/e2e.py [--steps 12] [--out bench/results/e2e.json] [override ...]
 """
@@ -42,7 +43,7 @@ def peak_rss_mb(pid: int) -> float:
 
 def run_once(offset: int, steps: int, extra: list, root: Path) -> dict:
     config = validate(compose([
-        f"checkpoint_root_dir={root}", f"name=offset{offset}", f"synchronizer.sync_offset={offset}",
+        f"checkpoint_root_dir={root}", "stages=[]", f"name=offset{offset}", f"synchronizer.sync_offset={offset}",
         f"buffer.total_steps={steps}", "explorer.eval_on_startup=false", f"explorer.eval_interval={10 * steps}",
         "trainer.save_interval=0", *extra,
     ])).configs[0]  # fmt: skip
@@ -77,9 +78,13 @@ def run_once(offset: int, steps: int, extra: list, root: Path) -> dict:
         name: statistics.median([v for _, v in scalars[role].get(tag, [(0, 0.0)])])
         for name, (role, tag) in SPLIT.items()
     }
-    tokens = sum(v for _, v in scalars["trainer"]["batch/response_length_mean"]) * config.buffer.train_batch_size
-    return {"wall_s": wall, "step_s": wall / steps, "split_s": split, "trained_response_tokens_per_s": tokens / wall,
-            "peak_rss_mb": peaks}  # fmt: skip
+    # steady state: the median gap between consecutive trainer steps, without start-up and shut-down
+    stamps = [t for _, t, _ in read_scalars(str(job / "trainer"), wall_time=True)["time/train"]]
+    step_s = statistics.median(b - a for a, b in zip(stamps, stamps[1:], strict=False))
+    lengths = [v for _, v in scalars["trainer"]["batch/response_length_mean"]]
+    tokens_per_step = statistics.median(lengths) * config.buffer.train_batch_size
+    return {"wall_s": wall, "step_s": step_s, "split_s": split, "peak_rss_mb": peaks,
+            "trained_response_tokens_per_s": tokens_per_step / step_s}  # fmt: skip
 
 
 def main() -> None:

@@ -1,4 +1,5 @@
-"""Shared helpers: compose the shipped config tree in-process and validate it like the CLI does."""
+"""Shared helpers: compose the shipped config tree in-process and validate it like the CLI does, and a
+real local Ray cluster per test module."""
 
 import os
 import subprocess
@@ -12,10 +13,24 @@ from trinity.config import ConfigError, compose, validate
 REPO = Path(__file__).resolve().parents[1]
 
 
-def validated(*overrides: str, root: str = "/tmp/trinity-tests"):
-    """Compose with overrides (checkpoint root defaulted to a scratch path) and validate."""
+@pytest.fixture(scope="module")
+def ray_cluster():
+    """A fresh local Ray cluster of 2 CPUs for the module; yields its GCS address."""
+    import ray
+
+    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
+    yield ray.get_runtime_context().gcs_address
+    ray.shutdown()
+
+
+def validated(*overrides: str, root: str = "/tmp/trinity-tests", staged: bool = False):
+    """Compose with overrides (checkpoint root defaulted to a scratch path) and validate. Unless `staged`,
+    the default experiment's stages are dropped, leaving its single-stage GRPO setup."""
     if not any(o.startswith("checkpoint_root_dir=") for o in overrides):
         overrides = (f"checkpoint_root_dir={root}", *overrides)
+    if not staged and not any(o.startswith(("stages=", "+experiment=")) for o in overrides):
+        overrides = ("stages=[]", *overrides)
     return validate(compose(overrides))
 
 

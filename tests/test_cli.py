@@ -81,7 +81,7 @@ def test_help_lists_groups_and_options_but_not_schemas(tmp_path):
     groups = {line.split(":")[0]: line for line in result.stdout.splitlines() if ": " in line}
     assert "grpo" in groups["algorithm"] and "ppo" in groups["algorithm"]
     assert groups["trainer"].endswith("fsdp, fsdp2, megatron")
-    assert "sft_then_grpo" in groups["+experiment"]
+    assert "arithmetic" in groups["+experiment"] and "qwen_gsm8k" in groups["+experiment"]
     assert "schema" not in result.stdout.split("== Config ==")[0]
 
 

@@ -16,6 +16,7 @@ NEEDS = {
     ("algorithm", "sft"): [DATASET],
     ("algorithm", "dpo"): [DATASET],
     ("algorithm", "mix"): ["+buffer.trainer_input.auxiliary_buffers={sft_dataset:{path:/data/sft.jsonl}}"],
+    ("algorithm", "on_policy_distill"): ["explorer.auxiliary_models=[{model_path:Qwen/Qwen2.5-1.5B-Instruct}]"],
     ("explorer", "vllm"): ["cluster.gpu_per_node=4"],
     ("trainer", "megatron"): ["cluster.gpu_per_node=2"],
 }
@@ -58,7 +59,7 @@ def test_every_yaml_file_is_an_option_over_a_schema():
 
 def test_yaml_values_reach_the_config_and_schema_defaults_fill_the_rest():
     config = validated().configs[0]
-    assert config.buffer.batch_size == 8  # from conf/config.yaml
+    assert config.buffer.batch_size == 16  # from conf/experiment/arithmetic.yaml, the default experiment
     assert config.model.tiny.hidden_size == 128  # from conf/model/tiny.yaml
     assert config.trainer.actor.ppo_micro_batch_size_per_gpu == 4  # schema default
     assert config.explorer.rollout_model.model_path == config.model.model_path  # derived

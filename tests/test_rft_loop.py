@@ -1,7 +1,6 @@
 """Explorer -> buffer -> trainer -> sync -> explorer on the tiny model: versions advance, losses stay finite."""
 
 import math
-import os
 
 import pytest
 import ray
@@ -13,20 +12,13 @@ from trinity.monitor import read_scalars
 from trinity.trainer.trainer import Trainer
 
 
-@pytest.fixture(scope="module")
-def ray_cluster():
-    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
-    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
-    yield
-    ray.shutdown()
-
-
 @pytest.mark.parametrize("method", ["memory", "checkpoint", "nccl"])
 def test_explore_train_sync_loop(ray_cluster, tmp_path, method):
     config = validate(compose([
-        f"checkpoint_root_dir={tmp_path}", f"synchronizer.sync_method={method}", "synchronizer.sync_timeout=120",
-        "buffer.total_steps=3", "buffer.batch_size=4", "algorithm.repeat_times=4", "explorer.eval_interval=2",
-        "explorer.runner_per_model=4", "trainer.save_interval=2", "algorithm.optimizer.lr=1e-3",
+        f"checkpoint_root_dir={tmp_path}", "stages=[]", f"synchronizer.sync_method={method}",
+        "synchronizer.sync_timeout=120", "buffer.total_steps=3", "buffer.batch_size=4", "algorithm.repeat_times=4",
+        "explorer.eval_interval=2", "explorer.runner_per_model=4", "trainer.save_interval=2",
+        "algorithm.optimizer.lr=1e-3",
     ])).configs[0]  # fmt: skip
     ensure_dataset(tmp_path / "data" / "arithmetic")
     namespace = config.ray_namespace

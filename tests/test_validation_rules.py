@@ -37,8 +37,14 @@ BAD = {
     "wrong argument type": (["+algorithm.advantage_fn_args.epsilon=tiny"], "algorithm.advantage_fn_args.epsilon"),
     "group advantage with one response": (["algorithm.repeat_times=1"], "algorithm.repeat_times"),
     "adaptive KL without target": (
-        ["algorithm.kl_penalty_fn=k2", "+algorithm.kl_penalty_fn_args={adaptive:true,target_kl:null}"],
+        ["algorithm=ppo", "algorithm.kl_penalty_fn=k2", "+algorithm.kl_penalty_fn_args={adaptive:true,target_kl:null}"],
         "algorithm.kl_penalty_fn_args.target_kl",
+    ),
+    "reward KL penalty with explorer-side advantages": (["algorithm.kl_penalty_fn=k1"], "algorithm.kl_penalty_fn"),
+    "distillation without a teacher": (["algorithm=on_policy_distill"], "explorer.auxiliary_models"),
+    "teacher path does not exist": (
+        ["algorithm=on_policy_distill", "explorer.auxiliary_models=[{model_path:/no/teacher}]"],
+        "explorer.auxiliary_models[0].model_path",
     ),
     "sapo tau_neg below tau_pos": (
         ["algorithm=sapo", "+algorithm.policy_loss_fn_args={tau_pos:2.0,tau_neg:1.0}"],
@@ -85,11 +91,11 @@ BAD = {
     # buffer
     "batch does not split across trainer devices": (["cluster.cpu_devices_per_node=4"], "buffer.train_batch_size"),
     "micro batch above the per-device batch": (
-        ["trainer.use_dynamic_bsz=false", "trainer.actor.ppo_micro_batch_size_per_gpu=128"],
+        ["trainer.use_dynamic_bsz=false", "trainer.actor.ppo_micro_batch_size_per_gpu=256"],
         "trainer.actor.ppo_micro_batch_size_per_gpu",
     ),
     "train batch larger than what the explorer makes before it waits": (
-        ["buffer.train_batch_size=128"],
+        ["buffer.train_batch_size=256"],
         "buffer.train_batch_size",
     ),
     "dpo with an odd batch": (["algorithm=dpo", DATASET, "buffer.train_batch_size=7"], "buffer.train_batch_size"),
@@ -135,7 +141,7 @@ BAD = {
     "unknown key added with +": (["+buffer.batch_sise=4"], "buffer.batch_sise"),
     "derived key set by hand": (["buffer.train_batch_size_per_device=4"], "buffer.train_batch_size_per_device"),
     "stage override typo": (
-        ["+experiment=sft_then_grpo", "+stages.0.algorithm.optimizr={lr:1}"],
+        ["+experiment=arithmetic", "+stages.0.algorithm.optimizr={lr:1}"],
         "stages[0].algorithm",
     ),
 }
@@ -189,7 +195,7 @@ def test_derived_values_and_notes():
     assert config.checkpoint_root_dir == os.path.abspath("relative/ckpt")
     assert config.checkpoint_job_dir == os.path.join(config.checkpoint_root_dir, "trinity", "arithmetic")
     assert config.ray_namespace == "trinity/arithmetic"
-    assert config.buffer.train_batch_size == 8 * 8 and config.buffer.train_batch_size_per_device == 64
+    assert config.buffer.train_batch_size == 16 * 8 and config.buffer.train_batch_size_per_device == 128
     assert (config.cluster.total_gpu_num, config.cluster.rollout_gpu_num, config.cluster.trainer_gpu_num) == (2, 1, 1)
     assert config.explorer.eval_interval == 6
     notes = {note.key: note for note in result.notes}
@@ -220,11 +226,13 @@ def test_fresh_run_never_reuses_a_non_empty_job_dir(tmp_path):
 
 
 def test_stages_merge_over_the_base_and_switch_schemas():
-    result = validated("+experiment=sft_then_grpo")
+    result = validated(staged=True)
     sft, grpo = result.configs
-    assert (sft.name, grpo.name) == ("sft_then_grpo/sft_warmup", "sft_then_grpo/grpo")
+    assert (sft.name, grpo.name) == ("arithmetic/sft_warmup", "arithmetic/grpo")
     assert sft.algorithm.algorithm_type.value == "sft" and sft.algorithm.policy_loss_fn == "sft"
     assert sft.algorithm.optimizer.lr == 1e-3 and sft.mode.value == "train"
     assert grpo.algorithm.algorithm_type.value == "grpo" and grpo.algorithm.repeat_times == 8
-    assert sft.checkpoint_job_dir.endswith("sft_then_grpo/sft_warmup")
-    assert sft.buffer.total_epochs == 3 and grpo.buffer.total_epochs == 1
+    assert grpo.algorithm.optimizer.lr == 5e-5, "the grpo stage keeps the base algorithm section"
+    assert sft.checkpoint_job_dir.endswith("arithmetic/sft_warmup")
+    assert (sft.buffer.total_steps, sft.buffer.train_batch_size) == (350, 64)
+    assert (grpo.buffer.total_steps, grpo.buffer.train_batch_size) == (160, 128)

@@ -64,8 +64,9 @@ def _number(value) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
-def read_scalars(directory: str) -> Dict[str, list]:
-    """tag -> [(step, value)] from the TensorBoard event files under `directory`, one value per step.
+def read_scalars(directory: str, wall_time: bool = False) -> Dict[str, list]:
+    """tag -> [(step, value)] from the TensorBoard event files under `directory`, one value per step
+    (with `wall_time`: [(step, wall time, value)]).
 
     A resumed run logs again the steps it repeats; the value written last (by wall time) wins."""
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
@@ -80,4 +81,6 @@ def read_scalars(directory: str) -> Dict[str, list]:
                 for event in accumulator.Scalars(tag):
                     if event.step not in steps or event.wall_time >= steps[event.step][0]:
                         steps[event.step] = (event.wall_time, event.value)
+    if wall_time:
+        return {tag: sorted((step, *entry) for step, entry in steps.items()) for tag, steps in latest.items()}
     return {tag: sorted((step, value) for step, (_, value) in steps.items()) for tag, steps in latest.items()}

@@ -66,8 +66,13 @@ def test_sft_plaintext_and_json_text_chats(tmp_path, tokenizer):
     rows = [{"q": "hi", "a": "hello"}, {"q": "x", "a": "y"}]
     cfg = dataset(tmp_path, rows, prompt_type=PromptType.plaintext, prompt_key="q", response_key="a")
     first, second = make_dataset_reader(cfg, DataSchema.sft, tokenizer, batch_size=2).read()
-    assert first.prompt_length == token_count(turn("user", "hi") + GEN)
-    assert first.response_length == token_count("hello<|im_end|>\n") and first.mask().all()
+    # plaintext without a system prompt is raw text, as a plaintext rollout sees it: no chat template
+    assert first.prompt_length == token_count("hi") and decode(tokenizer, first.tokens) == "hi" + "hello<|im_end|>"
+    assert first.response_length == token_count("hello<|im_end|>") and first.mask().all()
+    with_system = dataset(tmp_path, rows, name="s.jsonl", prompt_type=PromptType.plaintext, prompt_key="q",
+                          response_key="a", system_prompt="Be brief.")  # fmt: skip
+    chat, _ = make_dataset_reader(with_system, DataSchema.sft, tokenizer, batch_size=2).read()
+    assert chat.prompt_length == token_count(turn("system", "Be brief.") + turn("user", "hi") + GEN)
     assert (first.task_id, second.task_id, second.batch_id) == ("0", "1", "0")
     text_chat = json.dumps([{"role": "user", "content": "q"}, {"role": "assistant", "content": "a"}])
     cfg = dataset(tmp_path, [{"messages": text_chat}], name="text.jsonl", prompt_type=PromptType.messages)
@@ -85,11 +90,11 @@ def test_dpo_rows_give_chosen_then_rejected_with_a_shared_prompt(tmp_path, token
     batch = reader.read()
     assert [e.info["dpo"] for e in batch] == ["chosen", "rejected", "chosen", "rejected"]
     assert [e.run_id for e in batch] == [0, 1, 0, 1] and batch[0].group_id == batch[1].group_id
-    prompt_length = token_count(turn("user", "2+2?") + GEN)
+    prompt_length = token_count("2+2?")
     assert batch[0].prompt_length == batch[1].prompt_length == prompt_length
     assert batch[0].tokens[:prompt_length].tolist() == batch[1].tokens[:prompt_length].tolist()
-    assert decode(tokenizer, batch[1].tokens[prompt_length:]) == "five<|im_end|>\n"
-    assert batch[1].action_mask.tolist() == [True] * token_count("five<|im_end|>\n")
+    assert decode(tokenizer, batch[1].tokens[prompt_length:]) == "five<|im_end|>"
+    assert batch[1].action_mask.tolist() == [True] * token_count("five<|im_end|>")
     assert reader.state_dict() == {"current_index": 2}
     with pytest.raises(ValueError, match="must be even"):
         reader.read(batch_size=3)
@@ -114,7 +119,7 @@ def test_truncation_keeps_the_prompt_end_and_cuts_the_response(tmp_path, tokeniz
     reader = make_dataset_reader(cfg, DataSchema.sft, tokenizer, batch_size=1, max_prompt_tokens=8, max_model_len=12)
     (experience,) = reader.read()
     assert experience.prompt_length == 8 and len(experience.tokens) == 12
-    assert decode(tokenizer, experience.tokens[:8]) == (turn("user", "abcdefghij") + GEN)[-8:]
+    assert decode(tokenizer, experience.tokens[:8]) == "cdefghij"
     assert decode(tokenizer, experience.tokens[8:]) == "klmn" and experience.info["truncated"] is True
 
 
@@ -145,9 +150,10 @@ def test_bad_rows_and_settings_are_clear_errors(tmp_path, tokenizer):
     with pytest.raises(ValueError, match="a tokenizer is needed"):
         make_dataset_reader(cfg, DataSchema.sft, None, batch_size=1)
     plain = char_tokenizer(chat_template=None)
-    plaintext = dataset(tmp_path, [{"prompt": "a", "response": "b"}], name="c.jsonl", prompt_type=PromptType.plaintext)
+    chats = dataset(tmp_path, [{"messages": [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}]}],
+                    name="c.jsonl", prompt_type=PromptType.messages)  # fmt: skip
     with pytest.raises(ValueError, match="no chat template"):
-        make_dataset_reader(plaintext, DataSchema.sft, plain, batch_size=1).read()
+        make_dataset_reader(chats, DataSchema.sft, plain, batch_size=1).read()
 
 
 def test_trainer_reader_for_sft_and_dpo_configs(tmp_path, tokenizer):
@@ -157,6 +163,7 @@ def test_trainer_reader_for_sft_and_dpo_configs(tmp_path, tokenizer):
         compose(
             [
                 f"checkpoint_root_dir={tmp_path}",
+                "stages=[]",
                 "algorithm=sft",
                 f"buffer.trainer_input.experience_buffer.path={path}",
                 "buffer.train_batch_size=2",
@@ -174,6 +181,7 @@ def test_trainer_reader_for_sft_and_dpo_configs(tmp_path, tokenizer):
         compose(
             [
                 f"checkpoint_root_dir={tmp_path}",
+                "stages=[]",
                 "algorithm=dpo",
                 f"buffer.trainer_input.experience_buffer.path={pairs}",
                 "buffer.train_batch_size=4",

@@ -125,7 +125,9 @@ def test_config_puts_the_file_under_the_job_dir(tmp_path):
     from trinity.buffer.factory import trainer_reader
     from trinity.config import compose, validate
 
-    config = validate(compose([f"checkpoint_root_dir={tmp_path}", "buffer=file", "buffer.train_batch_size=2"]))
+    config = validate(
+        compose([f"checkpoint_root_dir={tmp_path}", "stages=[]", "buffer=file", "buffer.train_batch_size=2"])
+    )
     config = config.configs[0]
     buffer = config.buffer.trainer_input.experience_buffer
     assert buffer.path.startswith(str(tmp_path)) and buffer.path.endswith(".jsonl")

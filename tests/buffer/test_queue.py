@@ -210,7 +210,7 @@ def test_trainer_reader_of_a_config_shares_the_jobs_queue(tmp_path):
     from trinity.buffer.queue_storage import destroy_queue
     from trinity.config import compose, validate
 
-    config = validate(compose([f"checkpoint_root_dir={tmp_path}", "buffer.train_batch_size=2"])).configs[0]
+    config = validate(compose([f"checkpoint_root_dir={tmp_path}", "stages=[]", "buffer.train_batch_size=2"])).configs[0]
     buffer = config.buffer.trainer_input.experience_buffer
     reader = trainer_reader(config)
     assert isinstance(reader, QueueReader) and reader.batch_size == 2

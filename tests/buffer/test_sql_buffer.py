@@ -144,7 +144,9 @@ def test_config_puts_the_database_under_the_job_dir(tmp_path):
     from trinity.buffer.factory import trainer_reader
     from trinity.config import compose, validate
 
-    config = validate(compose([f"checkpoint_root_dir={tmp_path}", "buffer=sql", "buffer.train_batch_size=2"]))
+    config = validate(
+        compose([f"checkpoint_root_dir={tmp_path}", "stages=[]", "buffer=sql", "buffer.train_batch_size=2"])
+    )
     config = config.configs[0]
     buffer = config.buffer.trainer_input.experience_buffer
     assert buffer.path == f"sqlite:///{config.checkpoint_job_dir}/buffer/experience_buffer.db"

@@ -154,6 +154,7 @@ def test_readers_from_a_validated_config(tmp_path, jsonl):
         compose(
             [
                 f"checkpoint_root_dir={tmp_path}",
+                "stages=[]",
                 f"buffer.explorer_input.taskset.path={jsonl}",
                 "buffer.batch_size=4",
                 "buffer.total_steps=3",

@@ -95,7 +95,7 @@ def test_default_experiment_paths_are_the_generated_files(tmp_path):
     assert Path(inputs.taskset.path) == directory / "train.jsonl"
     assert Path(inputs.eval_tasksets[0].path) == directory / "test.jsonl"
     assert (inputs.taskset.format.prompt_key, inputs.taskset.format.response_key) == ("question", "answer")
-    sft_stage = validated(f"checkpoint_root_dir={tmp_path}", "+experiment=sft_then_grpo").configs[0]
+    sft_stage = validated(f"checkpoint_root_dir={tmp_path}", staged=True).configs[0]
     sft = sft_stage.buffer.trainer_input.experience_buffer
     assert Path(sft.path) == directory / "sft.jsonl"
     assert (sft.format.prompt_key, sft.format.response_key) == ("question", "answer")

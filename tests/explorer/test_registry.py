@@ -29,7 +29,7 @@ def test_name_checks_do_not_import_torch():
     code = (
         "import sys\n"
         "from trinity.config import compose, validate\n"
-        "validate(compose(['checkpoint_root_dir=/tmp/trinity-tests']))\n"
+        "validate(compose(['checkpoint_root_dir=/tmp/trinity-tests', 'stages=[]']))\n"
         "from trinity.explorer.registry import WORKFLOWS\n"
         "assert WORKFLOWS.problem('nope')\n"
         "assert 'torch' not in sys.modules, 'torch imported'\n"

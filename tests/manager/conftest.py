@@ -4,19 +4,10 @@ import itertools
 import os
 
 import pytest
-import ray
 
 from tests.conftest import validated
 
 _names = itertools.count()
-
-
-@pytest.fixture(scope="module")
-def ray_cluster():
-    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
-    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
-    yield ray.get_runtime_context().gcs_address
-    ray.shutdown()
 
 
 @pytest.fixture

@@ -1,25 +1,13 @@
 """Small real runs of the tiny model for orchestration tests: a local Ray cluster and config builders."""
 
-import os
-
-import pytest
-import ray
-
 from trinity.config import compose, validate
 
 SMALL = [
-    "buffer.batch_size=4", "algorithm.repeat_times=4", "explorer.runner_per_model=4", "explorer.eval_interval=100",
-    "explorer.eval_on_startup=false", "algorithm.optimizer.lr=1e-3", "synchronizer.sync_timeout=120",
+    "stages=[]", "buffer.batch_size=4", "algorithm.repeat_times=4", "explorer.runner_per_model=4",
+    "explorer.eval_interval=100", "explorer.eval_on_startup=false", "algorithm.optimizer.lr=1e-3",
+    "synchronizer.sync_timeout=120",
     "data.arithmetic.train_size=256", "data.arithmetic.test_size=16", "data.arithmetic.sft_size=256",
 ]  # fmt: skip
-
-
-@pytest.fixture(scope="module")
-def ray_cluster():
-    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
-    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
-    yield
-    ray.shutdown()
 
 
 def small_config(root, *overrides, stage: int = 0):

@@ -79,7 +79,8 @@ def scenario_opmd_lists(at, root):
     eval_key = next(k for k in shown if k.startswith("eval_tasksets.") and k.endswith(".path"))
     aux_key = next(k for k in shown if k.startswith("auxiliary_models.") and k.endswith(".model_path"))
     aux_engines = aux_key.replace(".model_path", ".engine_num")
-    set_values(at, **{eval_key: str(root / "eval set.jsonl"), aux_key: "/tmp/judge", aux_engines: 1})
+    (root / "judge").mkdir(exist_ok=True)  # an auxiliary model path must exist
+    set_values(at, **{eval_key: str(root / "eval set.jsonl"), aux_key: str(root / "judge"), aux_engines: 1})
 
 
 SCENARIOS = {
@@ -158,7 +159,7 @@ def test_a_written_config_loads_back_unchanged(tmp_path):
     assert resolved_config(fresh) == shown
 
 
-@pytest.mark.parametrize("preset", [None, "qwen_gsm8k", "sft_then_grpo"])
+@pytest.mark.parametrize("preset", [None, "qwen_gsm8k", "arithmetic"])
 def test_shipped_configs_load_into_the_page_without_losing_a_key(preset):
     at = open_page()
     choice = preset or "(default experiment: conf/config.yaml)"

@@ -1,25 +1,13 @@
 """A local Ray cluster per test module and helpers that build real experience batches for the tiny model."""
 
-import os
-
-import pytest
-import ray
 import torch
 
 from trinity.buffer.experience import Experience
 from trinity.config import compose, validate
 
 
-@pytest.fixture(scope="module")
-def ray_cluster():
-    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
-    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
-    yield
-    ray.shutdown()
-
-
 def trainer_config(tmp_path, *overrides):
-    return validate(compose([f"checkpoint_root_dir={tmp_path}", *overrides])).configs[0]
+    return validate(compose([f"checkpoint_root_dir={tmp_path}", "stages=[]", *overrides])).configs[0]
 
 
 def experiences(count: int, vocab: int, seed: int = 0, group: int = 4, with_advantages: bool = True):

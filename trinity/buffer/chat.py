@@ -1,4 +1,5 @@
-"""Chats in dataset rows, and their tokenization into prompt and response with a HF tokenizer's chat template.
+"""Chats in dataset rows, and their tokenization into prompt and response with a HF tokenizer's chat template
+(plaintext rows without a system prompt are tokenized as raw text instead, like plaintext rollouts).
 
 The prompt is the template applied to the prompt messages with the generation prompt, exactly what a
 rollout would be given; the response is the rest of the templated full chat (the assistant turn and its
@@ -27,6 +28,15 @@ def with_system(chat: Chat, system_prompt: Optional[str]) -> Chat:
     if system_prompt and (not chat or chat[0].get("role") != "system"):
         return [{"role": "system", "content": system_prompt}, *chat]
     return chat
+
+
+def tokenize_plain(tokenizer, prompt: str, response: str, where: str) -> Tuple[List[int], List[int]]:
+    """(prompt ids, response ids + EOS) of raw text: what a plaintext rollout is given and should produce."""
+    if tokenizer.eos_token_id is None:
+        raise ValueError(f"{where}: the tokenizer has no EOS token to end a plaintext response with")
+    prompt_ids = tokenizer(prompt, add_special_tokens=False)["input_ids"]
+    response_ids = tokenizer(response, add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]
+    return prompt_ids, response_ids
 
 
 def tokenize_chat(tokenizer, prompt: Chat, response: Chat, where: str) -> Tuple[List[int], List[int], str, str]:

@@ -10,7 +10,7 @@ their last tokens; responses are cut to fit max_model_len (`info["truncated"]` s
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Tuple
 
-from trinity.buffer.chat import Chat, parse_chat, tokenize_chat, with_system
+from trinity.buffer.chat import Chat, parse_chat, tokenize_chat, tokenize_plain, with_system
 from trinity.buffer.experience import Experience
 from trinity.config.algorithm import DataSchema
 from trinity.config.buffer import DatasetFormatConfig, PromptType
@@ -51,6 +51,8 @@ class RowFormatter:
 
     def experiences(self, row: Dict[str, Any], index: int, epoch: int) -> List[Experience]:
         where = f"{self.owner} row {index}"
+        if self.prompt_type == PromptType.plaintext and not self.fmt.system_prompt:
+            return self._plain_experiences(row, index, epoch, where)
         if self.schema == DataSchema.sft:
             prompt, response = self._sft_chat(row, where)
             return [self._experience(prompt, response, index, epoch, 0, {}, where)]
@@ -61,6 +63,25 @@ class RowFormatter:
             self._experience(prompt, chosen, index, epoch, 0, {"dpo": "chosen"}, where),
             self._experience(prompt, rejected, index, epoch, 1, {"dpo": "rejected"}, where),
         ]
+
+    def _plain_experiences(self, row: Dict[str, Any], index: int, epoch: int, where: str) -> List[Experience]:
+        """Plaintext rows without a system prompt are raw text, as a plaintext task's rollout sees it: the
+        prompt as it is, the response followed by EOS (no chat template)."""
+        fmt, prompt = self.fmt, str(row[self.fmt.prompt_key])
+        if self.schema == DataSchema.sft:
+            answers = [(str(row[fmt.response_key]), 0, {})]
+        else:
+            answers = [
+                (str(row[fmt.chosen_key]), 0, {"dpo": "chosen"}),
+                (str(row[fmt.rejected_key]), 1, {"dpo": "rejected"}),
+            ]
+        return [self._plain_experience(prompt, answer, index, epoch, run, info, where) for answer, run, info in answers]
+
+    def _plain_experience(
+        self, prompt: str, response: str, index: int, epoch: int, run_id: int, info: dict, where: str
+    ) -> Experience:
+        prompt_ids, response_ids = tokenize_plain(self.tokenizer, prompt, response, where)
+        return self._build(prompt_ids, response_ids, prompt, response, index, epoch, run_id, info)
 
     def _sft_chat(self, row: Dict[str, Any], where: str) -> Tuple[Chat, Chat]:
         if self.prompt_type == PromptType.plaintext:
@@ -90,6 +111,12 @@ class RowFormatter:
         self, prompt: Chat, response: Chat, index: int, epoch: int, run_id: int, info: dict, where: str
     ) -> Experience:
         prompt_ids, response_ids, prompt_text, response_text = tokenize_chat(self.tokenizer, prompt, response, where)
+        return self._build(prompt_ids, response_ids, prompt_text, response_text, index, epoch, run_id, info)
+
+    def _build(
+        self, prompt_ids, response_ids, prompt_text: str, response_text: str, index: int, epoch: int, run_id: int,
+        info: dict,
+    ) -> Experience:  # fmt: skip
         prompt_ids, response_ids, truncated = self.limits.cut(prompt_ids, response_ids)
         return Experience(
             tokens=prompt_ids + response_ids,

@@ -64,6 +64,7 @@ class AlgorithmConfig:
     use_critic: ClassVar[bool] = False
     reference_in_loss: ClassVar[bool] = False  # the loss itself reads reference logprobs (dpo)
     compute_advantage_in_trainer: ClassVar[bool] = False
+    uses_teacher: ClassVar[bool] = False  # trainer ranks score responses with explorer.auxiliary_models[0]
     schema: ClassVar[DataSchema] = DataSchema.experience
 
     algorithm_type: AlgorithmType = setting(AlgorithmType.grpo, help="Algorithm; chosen by the algorithm group option.")
@@ -89,7 +90,7 @@ class AlgorithmConfig:
 
 @dataclass
 class PPOConfig(AlgorithmConfig):
-    """PPO with a critic: GAE advantages in the trainer, clipped policy and value losses."""
+    """PPO with a critic (critic_model_path + value head, trainer.critic.*): GAE in the trainer, clipped losses."""
 
     use_critic: ClassVar[bool] = True
     compute_advantage_in_trainer: ClassVar[bool] = True
@@ -236,9 +237,10 @@ class SAPOConfig(AlgorithmConfig):
 
 @dataclass
 class OnPolicyDistillConfig(AlgorithmConfig):
-    """On-policy distillation: teacher-minus-student logprobs as advantages (teacher = auxiliary model)."""
+    """On-policy distillation: teacher-minus-student logprobs as advantages (teacher: explorer.auxiliary_models[0])."""
 
     compute_advantage_in_trainer: ClassVar[bool] = True
+    uses_teacher: ClassVar[bool] = True
     algorithm_type: AlgorithmType = AlgorithmType.on_policy_distill
     repeat_times: int = 8
     advantage_fn: Optional[str] = "on_policy_distill"

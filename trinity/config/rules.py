@@ -136,6 +136,14 @@ def check_algorithm(config: Config, report: Report) -> None:
     if kind == "dpo" and algo.repeat_times != 2:
         report.note("algorithm.repeat_times", algo.repeat_times, 2, "dpo reads (chosen, rejected) pairs")
         algo.repeat_times = 2
+    if algo.kl_penalty_fn != "none" and not (algo.advantage_fn and algo.compute_advantage_in_trainer):
+        report.problem(
+            "algorithm.kl_penalty_fn",
+            algo.kl_penalty_fn,
+            f"a reward KL penalty only reaches trainer-side advantages; {kind} "
+            + ("computes its advantages in the explorer" if algo.advantage_fn else "has no advantages"),
+            "use algorithm.kl_loss_fn instead, or a type with trainer-side advantages (ppo, rloo, reinforceplusplus)",
+        )
     penalty = algo.kl_penalty_fn_args
     if algo.kl_penalty_fn != "none" and penalty.get("adaptive"):
         for arg in ("target_kl", "horizon"):
@@ -153,6 +161,13 @@ def check_algorithm(config: Config, report: Report) -> None:
             loss["tau_neg"],
             "must be >= tau_pos",
             "raise tau_neg or lower tau_pos",
+        )
+    if algo.uses_teacher and not config.explorer.auxiliary_models:
+        report.problem(
+            "explorer.auxiliary_models",
+            [],
+            f"{kind} scores each response with a teacher model: the first auxiliary model",
+            "add explorer.auxiliary_models='[{model_path: /path/to/teacher}]'",
         )
     expert_users = [key for key in ("policy_loss_fn", "entropy_loss_fn") if getattr(algo, key) == "mix"]
     if expert_users and algo.sample_strategy != "mix":
@@ -259,6 +274,12 @@ def _engines(config: Config) -> List[InferenceModelConfig]:
     return [config.explorer.rollout_model, *config.explorer.auxiliary_models]
 
 
+def _served_auxiliaries(config: Config) -> List[InferenceModelConfig]:
+    """Auxiliary models that get explorer engines: a distillation teacher runs on the trainer ranks."""
+    auxiliaries = config.explorer.auxiliary_models
+    return auxiliaries[1:] if config.algorithm.uses_teacher else auxiliaries
+
+
 def check_cluster(config: Config, report: Report) -> None:
     cluster, mode = config.cluster, config.mode
     if cluster.gpu_per_node > 0:
@@ -276,7 +297,7 @@ def check_cluster(config: Config, report: Report) -> None:
     rollout = config.explorer.rollout_model
     cluster.rollout_gpu_num = rollout.engine_num * rollout.tensor_parallel_size if uses_explorer else 0
     cluster.auxiliary_model_gpu_num = (
-        sum(m.engine_num * m.tensor_parallel_size for m in config.explorer.auxiliary_models) if uses_explorer else 0
+        sum(m.engine_num * m.tensor_parallel_size for m in _served_auxiliaries(config)) if uses_explorer else 0
     )
     explorer_devices = cluster.rollout_gpu_num + cluster.auxiliary_model_gpu_num
     if uses_explorer:
@@ -396,13 +417,20 @@ def check_explorer(config: Config, report: Report) -> None:
         if engine.model_path is None:
             if index == 0:
                 engine.model_path = model.model_path
-            elif config.mode in EXPLORER_MODES:
+            elif config.mode in EXPLORER_MODES or (index == 1 and config.algorithm.uses_teacher):
                 report.problem(
                     f"explorer.auxiliary_models[{index - 1}].model_path",
                     None,
                     "must be given",
                     "set the auxiliary model's model_path",
                 )
+        elif index > 0 and _looks_like_path(engine.model_path) and not Path(engine.model_path).expanduser().exists():
+            report.problem(
+                f"explorer.auxiliary_models[{index - 1}].model_path",
+                engine.model_path,
+                "does not exist",
+                "point it at an HF model directory",
+            )
         for field_name in INHERITED:
             if getattr(engine, field_name) is None:
                 setattr(engine, field_name, getattr(model, field_name))

@@ -15,7 +15,7 @@ from omegaconf import DictConfig, ListConfig, OmegaConf, open_dict
 from omegaconf.errors import OmegaConfBaseException
 
 from trinity.config.algorithm import ALGORITHM_SCHEMAS, AlgorithmType
-from trinity.config.errors import ConfigError, Note, Report
+from trinity.config.errors import ConfigError, Note, Problem, Report
 from trinity.config.fields import field_infos, nested_dataclass, strip_optional
 from trinity.config.paths import job_dir_of
 from trinity.config.root import Config
@@ -69,7 +69,7 @@ def validate(cfg: DictConfig) -> Validated:
         report.problems += stage_report.problems
         report.notes += stage_report.notes
     if report.problems:
-        raise ConfigError(report.problems, partial=Validated(configs, report.notes))
+        raise ConfigError(_merge_stage_problems(report.problems), partial=Validated(configs, report.notes))
     return Validated(configs, report.notes)
 
 
@@ -161,6 +161,24 @@ def _expand_stages(cfg: DictConfig, report: Report) -> List[Tuple[str, DictConfi
             stage_cfg.trainer.save_hf_checkpoint = "last"
         expanded.append((prefix, stage_cfg))
     return expanded
+
+
+def _merge_stage_problems(problems: List[Problem]) -> List[Problem]:
+    """One line for a problem that several stages share (a base-config value they all inherit)."""
+    groups: dict = {}
+    for problem in problems:
+        index, _, key = problem.key.partition("].")
+        stage = index[len("stages[") :] if index.startswith("stages[") and key else None
+        bare = key if stage is not None else problem.key
+        groups.setdefault((bare, repr(problem.value), problem.rule, problem.fix), []).append((stage, problem))
+    merged = []
+    for (bare, _, rule, fix), members in groups.items():
+        stages = [stage for stage, _ in members if stage is not None]
+        if len(stages) > 1:
+            merged.append(Problem(bare, members[0][1].value, f"{rule} (in stages {', '.join(stages)})", fix))
+        else:
+            merged += [problem for _, problem in members]
+    return merged
 
 
 def _stage_base(base: DictConfig, section: str, override: DictConfig) -> DictConfig:

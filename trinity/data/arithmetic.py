@@ -17,13 +17,12 @@ import argparse
 import hashlib
 import itertools
 import json
-import os
 import random
-import tempfile
 from dataclasses import asdict, fields
 from pathlib import Path
 from typing import Dict, List, Optional
 
+from trinity.atomic_file import atomic_write_bytes
 from trinity.config.data import ArithmeticDataConfig
 
 MANIFEST = "dataset.json"
@@ -95,10 +94,10 @@ def ensure_dataset(directory, spec: Optional[ArithmeticDataConfig] = None) -> Pa
         path = directory / name
         if path.exists() and path.read_bytes() != data:
             raise FileExistsError(f"{path} exists and was not written by this generator; move it or use another --out")
-        _write_atomic(path, data)
+        atomic_write_bytes(path, data)
         hashes[name] = hashlib.sha256(data).hexdigest()
     manifest = {"generator": "trinity.data.arithmetic", "spec": asdict(spec), "sha256": hashes}
-    _write_atomic(manifest_path, (json.dumps(manifest, indent=2) + "\n").encode())
+    atomic_write_bytes(manifest_path, (json.dumps(manifest, indent=2) + "\n").encode())
     return directory
 
 
@@ -118,25 +117,6 @@ def _check_manifest(path: Path, spec: ArithmeticDataConfig) -> None:
         file = path.parent / name
         if not file.is_file() or hashlib.sha256(file.read_bytes()).hexdigest() != digest:
             raise RuntimeError(f"{file} is missing or was changed since it was generated; delete the directory")
-
-
-def _write_atomic(path: Path, data: bytes) -> None:
-    fd, temp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(temp, path)
-    except BaseException:
-        if os.path.exists(temp):
-            os.unlink(temp)
-        raise
-    dir_fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
 
 
 def main(argv: Optional[List[str]] = None) -> None:

@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
+from trinity.atomic_file import atomic_write_text
 from trinity.buffer.batch import collate
 from trinity.buffer.errors import BufferExhausted
 from trinity.buffer.experience import Experience
@@ -28,7 +29,7 @@ from trinity.explorer.runner import TaskRunner
 from trinity.manager import RunningStatus, StateManager, Synchronizer
 from trinity.manager.weight_sync import nccl_handshake
 from trinity.monitor import Monitor
-from trinity.trainer.checkpoint import completed_steps, write_atomic
+from trinity.trainer.checkpoint import completed_steps
 
 logger = logging.getLogger(__name__)
 
@@ -178,7 +179,7 @@ class Explorer:
                 await self._pull(wait=False)
             self.step = step
             table[step] = await self.evaluate()
-        write_atomic(Path(self.config.checkpoint_job_dir) / "bench_results.json", json.dumps(table, indent=2))
+        atomic_write_text(Path(self.config.checkpoint_job_dir) / "bench_results.json", json.dumps(table, indent=2))
         return table
 
     # ---- weights ----------------------------------------------------------------------------

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
-from trinity.manager.atomic_file import fsync_directory
+from trinity.atomic_file import fsync_directory
 
 FORMAT = "trinity-weight-shard/1"
 METADATA_KEY = "trinity_shard"

@@ -32,7 +32,7 @@ RUN_KEY, MESSAGE_KEY, RUN_MESSAGE_KEY = "_run", "_load_message", "_run_message"
 PAGE_DEFAULTS = {
     "mode_switch": MODES[0],
     "_last_mode": MODES[0],
-    page.EXTRA_KEY: "",
+    page.EXTRA_KEY: page.SINGLE_STAGE,
     "config_generated": False,
     "load_path": "",
     "start_from": SCHEMA_DEFAULTS,
@@ -128,7 +128,7 @@ class ConfigManager:
     def _start_from(self) -> None:
         choice = st.session_state["start_from"]
         if choice == SCHEMA_DEFAULTS:
-            session.reset(self.registry, {page.EXTRA_KEY: "", "config_generated": False})
+            session.reset(self.registry, {page.EXTRA_KEY: page.SINGLE_STAGE, "config_generated": False})
             st.session_state[MESSAGE_KEY] = ("ok", "Every field is back at its schema default.")
             return
         name = None if choice == DEFAULT_EXPERIMENT else choice

@@ -21,7 +21,7 @@ import logging
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
-from trinity.manager.atomic_file import atomic_write_text
+from trinity.atomic_file import atomic_write_text
 from trinity.manager.config_snapshot import RESUMABLE_KEYS, config_differences, config_to_json
 from trinity.manager.errors import StateError
 

@@ -16,6 +16,7 @@ import tempfile
 from dataclasses import asdict
 from pathlib import Path
 
+from trinity.atomic_file import fsync_directory
 from trinity.config.model import TinyModelConfig
 from trinity.config.rules import tiny_model_dir
 from trinity.model import tiny_tokenizer
@@ -80,7 +81,7 @@ def _build_atomically(spec: dict, target: Path) -> None:
             if not target.exists():
                 raise
             return  # another builder finished first; its copy is identical
-        _fsync_dir(target.parent)
+        fsync_directory(target.parent)
     finally:
         if staging.exists():
             shutil.rmtree(staging, ignore_errors=True)
@@ -122,12 +123,4 @@ def _fsync_tree(directory: Path) -> None:
     for path in directory.iterdir():
         with open(path, "rb") as handle:
             os.fsync(handle.fileno())
-    _fsync_dir(directory)
-
-
-def _fsync_dir(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    fsync_directory(directory)

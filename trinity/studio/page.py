@@ -16,6 +16,9 @@ from trinity.studio.values import comparable, is_mapping, plain, to_config
 
 PAGE_KEY = "_page"
 EXTRA_KEY = "extra_overrides"
+# The page edits one stage: it starts without the default experiment's stages (its SFT warm-up then
+# GRPO), so the fields show the GRPO setup; a loaded file's stages come back as an "Other keys" line.
+SINGLE_STAGE = "stages=[]"
 
 
 def selection() -> Selection:
@@ -170,7 +173,7 @@ def explicit_mode() -> Optional[str]:
 
 def derived_mode() -> str:
     """The mode validation derives for the selected groups (train for sft/dpo, else both)."""
-    probe = list(selection().group_overrides())
+    probe = [*selection().group_overrides(), SINGLE_STAGE]
     mode = explicit_mode()
     if mode:
         probe.append(f"mode={mode}")

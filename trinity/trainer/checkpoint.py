@@ -1,18 +1,18 @@
 """Where checkpoints live in a job directory, which one to resume from, and which to prune.
 
 Layout: `<job_dir>/global_step_N/actor/` holds the sharded training state (`dcp/`, per-rank
-`extra_state_*.pt`) and the HF export (`huggingface/`); a `.full_checkpoint` flag marks a complete
-training checkpoint (directories written only for weight sync have none). The newest complete one is
-named in `<job_dir>/latest_checkpointed_iteration.txt`, written atomically after the checkpoint.
+`extra_state_*.pt`) and the HF export (`huggingface/`); `global_step_N/critic/` holds the PPO
+critic's training state the same way. A `.full_checkpoint` flag marks a complete training
+checkpoint (directories written only for weight sync have none). The newest complete one is named
+in `<job_dir>/latest_checkpointed_iteration.txt`, written atomically after the checkpoint.
 """
 
-import os
 import re
 import shutil
-import tempfile
 from pathlib import Path
 from typing import List, Optional
 
+from trinity.atomic_file import atomic_write_text
 from trinity.config.trainer import ResumeMode, TrainerConfig
 
 LATEST = "latest_checkpointed_iteration.txt"
@@ -32,30 +32,14 @@ def actor_dir(job_dir: str, step: int) -> Path:
     return step_dir(job_dir, step) / "actor"
 
 
-def write_atomic(path: Path, text: str) -> None:
-    """Write via a temp file in the same directory + fsync + rename: readers see old or new, never half."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        with os.fdopen(fd, "w") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    dir_fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
+def critic_dir(job_dir: str, step: int) -> Path:
+    return step_dir(job_dir, step) / "critic"
 
 
 def mark_complete(job_dir: str, step: int) -> None:
     """Flag global_step_N as a full checkpoint and make it the latest."""
     (step_dir(job_dir, step) / FULL_FLAG).touch()
-    write_atomic(Path(job_dir) / LATEST, f"{step}\n")
+    atomic_write_text(Path(job_dir) / LATEST, f"{step}\n")
 
 
 def latest_step(job_dir: str) -> Optional[int]:
@@ -100,8 +84,19 @@ def prune(job_dir: str, keep: Optional[int]) -> List[int]:
         return []
     removed = completed_steps(job_dir)[:-keep]
     for step in removed:
-        shutil.rmtree(step_dir(job_dir, step) / "actor", ignore_errors=True)
+        shutil.rmtree(actor_dir(job_dir, step), ignore_errors=True)
+        shutil.rmtree(critic_dir(job_dir, step), ignore_errors=True)  # useless without its actor
         (step_dir(job_dir, step) / FULL_FLAG).unlink(missing_ok=True)
         if not any(step_dir(job_dir, step).iterdir()):
             step_dir(job_dir, step).rmdir()
+    return removed
+
+
+def prune_critic(job_dir: str, keep: Optional[int]) -> List[int]:
+    """Delete the critic of all but the newest `keep` complete checkpoints; returns the steps cleared."""
+    if not keep:
+        return []
+    removed = [step for step in completed_steps(job_dir)[:-keep] if critic_dir(job_dir, step).is_dir()]
+    for step in removed:
+        shutil.rmtree(critic_dir(job_dir, step))
     return removed

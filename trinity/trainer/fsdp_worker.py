@@ -14,13 +14,7 @@ from typing import Dict, List, Optional
 import numpy as np
 import torch
 import torch.distributed as dist
-import torch.distributed.checkpoint as dcp
-from torch.distributed.checkpoint.state_dict import (
-    StateDictOptions,
-    get_model_state_dict,
-    get_state_dict,
-    set_state_dict,
-)
+from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
 from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.fsdp import CPUOffloadPolicy, MixedPrecisionPolicy, fully_shard
 
@@ -30,8 +24,11 @@ from trinity.manager.checkpoint_shards import dim0_shard, write_shard
 from trinity.manager.weight_sync import NcclSender, publish_checkpoint_shard, publish_memory, state_dict_meta
 from trinity.model.load import load_causal_lm, load_tokenizer, resolve_model_path
 from trinity.trainer.actor_loss import ActorLoss, micro_weight
+from trinity.trainer.critic import Critic
 from trinity.trainer.distributed import init_group
 from trinity.trainer.lr_schedule import make_scheduler
+from trinity.trainer.optim import build_optimizer, clip_gradients
+from trinity.trainer.train_state import extra_state_path, load_sharded, save_sharded
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
@@ -50,10 +47,14 @@ class FSDPWorker:
         self.mesh = self._mesh()
         self.model = self._build(trainable=True)
         self.ref = self._build(trainable=False) if config.algorithm.uses_reference() else None
-        self.optimizer = self._optimizer()
+        self.teacher = (
+            self._build(trainable=False, path=teacher_path(config)) if config.algorithm.uses_teacher else None
+        )
+        self.optimizer = build_optimizer(self.model.parameters(), config.algorithm.optimizer)
         self.scheduler = make_scheduler(
             self.optimizer, config.algorithm.optimizer, max(1, total_steps * trainer.ppo_epochs)
         )
+        self.critic = Critic(config, self._shard, self.device, total_steps) if config.algorithm.use_critic else None
         self.loss = ActorLoss(config.algorithm)
         self.temperature = training_temperature(config)
         self.sender: Optional[NcclSender] = None  # rank 0's end of the nccl weight-sync group
@@ -67,15 +68,19 @@ class FSDPWorker:
             return init_device_mesh(device, (self.world_size,))
         return init_device_mesh(device, (self.world_size // shard, shard), mesh_dim_names=("replicate", "shard"))
 
-    def _build(self, trainable: bool) -> torch.nn.Module:
+    def _build(self, trainable: bool, path: Optional[str] = None) -> torch.nn.Module:
         trainer = self.config.trainer
-        model = load_causal_lm(
-            resolve_model_path(self.config.model), "float32", "cpu", self.config.model.trust_remote_code
-        )
+        path = path or resolve_model_path(self.config.model)
+        model = load_causal_lm(path, "float32", "cpu", self.config.model.trust_remote_code)
         if trainable and trainer.enable_gradient_checkpointing:
             model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
         model.requires_grad_(trainable)
         model.train(trainable)
+        return self._shard(model)
+
+    def _shard(self, model: torch.nn.Module) -> torch.nn.Module:
+        """FSDP2-wrap each decoder layer and the whole model with the trainer's settings; on the device."""
+        trainer = self.config.trainer
         options = {"mesh": self.mesh, "reshard_after_forward": _reshard(trainer)}
         precision = _mixed_precision(self.config)
         if precision is not None:
@@ -92,13 +97,6 @@ class FSDPWorker:
         if self.config.cluster.device_type == "cuda" and not _offload(trainer):
             model.to(self.device)
         return model
-
-    def _optimizer(self) -> torch.optim.Optimizer:
-        optim = self.config.algorithm.optimizer
-        params = [p for p in self.model.parameters() if p.requires_grad]
-        if optim.optimizer_type == "sgd":
-            return torch.optim.SGD(params, lr=optim.lr, weight_decay=optim.weight_decay)
-        return torch.optim.AdamW(params, lr=optim.lr, betas=tuple(optim.betas), weight_decay=optim.weight_decay)
 
     # ---- forward -----------------------------------------------------------------------------
 
@@ -124,10 +122,35 @@ class FSDPWorker:
     def reference_logprobs(self, micro_batches: List[Batch]) -> List[torch.Tensor]:
         return [self._forward(self.ref, micro, with_entropy=False)[0].cpu() for micro in micro_batches]
 
+    @torch.no_grad()
+    def teacher_logprobs(self, micro_batches: List[Batch]) -> List[torch.Tensor]:
+        return [self._forward(self.teacher, micro, with_entropy=False)[0].cpu() for micro in micro_batches]
+
     # ---- one train step ----------------------------------------------------------------------
 
-    def train_step(self, micro_batches: List[Batch], global_tokens: int, global_rows: int) -> Dict[str, float]:
-        """ppo_epochs optimizer steps over this rank's micro batches; returns rank-local metrics."""
+    @torch.no_grad()
+    def critic_values(self, micro_batches: List[Batch]) -> List[torch.Tensor]:
+        return self.critic.values(micro_batches)
+
+    def train_step(
+        self,
+        micro_batches: List[Batch],
+        global_tokens: int,
+        global_rows: int,
+        critic_micro_batches: Optional[List[Batch]] = None,
+        update_actor: bool = True,
+    ) -> Dict[str, float]:
+        """The critic's update (when there is one), then ppo_epochs actor optimizer steps over this rank's
+        micro batches (skipped during critic warm-up); returns rank-local metrics."""
+        metrics = {}
+        if self.critic is not None:
+            mode = self.loss.kl_agg_mode  # the policy loss's aggregation, never "dpo" (no critic there)
+            metrics.update(self.critic.update(critic_micro_batches, mode, global_tokens, global_rows))
+        if update_actor:
+            metrics.update(self._actor_update(micro_batches, global_tokens, global_rows))
+        return metrics
+
+    def _actor_update(self, micro_batches: List[Batch], global_tokens: int, global_rows: int) -> Dict[str, float]:
         started = time.perf_counter()
         if self.ref is not None:
             for micro, ref in zip(micro_batches, self.reference_logprobs(micro_batches), strict=False):
@@ -145,7 +168,7 @@ class FSDPWorker:
                 (loss * weight).backward()
                 for key, value in metrics.items():
                     totals[key] = totals.get(key, 0.0) + value * weight / self.world_size
-            grad_norm = self._clip_gradients()
+            grad_norm = clip_gradients(self.model, self.config.trainer.grad_clip)
             if torch.isfinite(grad_norm):
                 self.optimizer.step()
             totals["actor/grad_norm"] = totals.get("actor/grad_norm", 0.0) + float(grad_norm)
@@ -160,12 +183,6 @@ class FSDPWorker:
         tokens = sum(int(m["attention_mask"].sum()) for m in micro_batches)
         metrics["perf/tokens_per_second"] = tokens * epochs / (time.perf_counter() - started)
         return metrics
-
-    def _clip_gradients(self) -> torch.Tensor:
-        params = [p for p in self.model.parameters() if p.grad is not None]
-        clip = self.config.trainer.grad_clip
-        norm = torch.nn.utils.clip_grad_norm_(params, clip if clip > 0 else float("inf"))
-        return norm.full_tensor() if hasattr(norm, "full_tensor") else norm
 
     # ---- weights out -------------------------------------------------------------------------
 
@@ -211,17 +228,10 @@ class FSDPWorker:
         path = Path(directory)
         if "model" in contents:
             write_shard(path, self.rank, self.world_size, self._weight_shards())
-        if "model" in contents or "optimizer" in contents:
-            model_state, optim_state = get_state_dict(self.model, self.optimizer)
-            state = {}
-            if "model" in contents:
-                state["model"] = model_state
-            if "optimizer" in contents:
-                state["optimizer"] = optim_state
-            dcp.save(state, checkpoint_id=str(path / "dcp"))
+        save_sharded(path, self.model, self.optimizer, contents)
         if "extra" in contents:
             extra = {"step": step, "scheduler": self.scheduler.state_dict(), "rng": _rng_state()}
-            torch.save(extra, path / f"extra_state_world_size_{self.world_size}_rank_{self.rank}.pt")
+            torch.save(extra, extra_state_path(path, self.rank, self.world_size))
         if "hf_model" in contents:
             full = self.full_state_dict()
             if self.rank == 0:
@@ -236,30 +246,23 @@ class FSDPWorker:
     def load_checkpoint(self, directory: str, contents: List[str]) -> int:
         """Restore what `contents` names from `directory`; returns the step stored in it."""
         path = Path(directory)
-        if "model" in contents or "optimizer" in contents:
-            model_state, optim_state = get_state_dict(self.model, self.optimizer)
-            state = {}
-            if "model" in contents:
-                state["model"] = model_state
-            if "optimizer" in contents:
-                state["optimizer"] = optim_state
-            dcp.load(state, checkpoint_id=str(path / "dcp"))
-            set_state_dict(
-                self.model,
-                self.optimizer,
-                model_state_dict=state.get("model", model_state),
-                optim_state_dict=state.get("optimizer", optim_state),
-            )
+        load_sharded(path, self.model, self.optimizer, contents)
         step = -1
         if "extra" in contents:
-            extra = torch.load(
-                path / f"extra_state_world_size_{self.world_size}_rank_{self.rank}.pt", weights_only=False
-            )
+            extra = torch.load(extra_state_path(path, self.rank, self.world_size), weights_only=False)
             self.scheduler.load_state_dict(extra["scheduler"])
             _set_rng_state(extra["rng"])
             step = extra["step"]
         dist.barrier()
         return step
+
+    def save_critic(self, directory: str, step: int, contents: List[str]) -> None:
+        self.critic.save(Path(directory), self.rank, self.world_size, step, contents)
+        dist.barrier()
+
+    def load_critic(self, directory: str, contents: List[str]) -> None:
+        self.critic.load(Path(directory), self.rank, self.world_size, contents)
+        dist.barrier()
 
     def shutdown(self) -> None:
         if self.sender is not None:
@@ -273,6 +276,11 @@ def training_temperature(config: Config) -> float:
     if config.algorithm.schema != "experience":
         return 1.0
     return config.buffer.explorer_input.taskset.rollout_args.temperature or 1.0
+
+
+def teacher_path(config: Config) -> str:
+    """The distillation teacher: the first auxiliary model (validation makes sure there is one)."""
+    return config.explorer.auxiliary_models[0].model_path
 
 
 def _decoder_layers(model: torch.nn.Module):

@@ -24,11 +24,20 @@ from trinity.buffer.taskset import train_taskset_reader
 from trinity.config.algorithm import DataSchema
 from trinity.config.functions import ADVANTAGE_FN, KL_PENALTY_FN, SAMPLE_STRATEGY
 from trinity.config.root import Config, Mode, SyncMethod, SyncStyle
+from trinity.config.trainer import ResumeMode
 from trinity.manager import RunningStatus, StateManager, Synchronizer
 from trinity.model.load import load_tokenizer, resolve_model_path
 from trinity.monitor import Monitor
 from trinity.orchestration.cluster import in_bundle
-from trinity.trainer.checkpoint import actor_dir, mark_complete, prune, resume_dir
+from trinity.trainer.checkpoint import (
+    CheckpointError,
+    actor_dir,
+    critic_dir,
+    mark_complete,
+    prune,
+    prune_critic,
+    resume_dir,
+)
 from trinity.trainer.distributed import free_port, node_address
 from trinity.trainer.fsdp_worker import FSDPWorker
 from trinity.trainer.micro_batch import plan, select
@@ -105,6 +114,7 @@ class Trainer:
             if meta.get("sample_strategy_state"):
                 self.strategy.load_state_dict(meta["sample_strategy_state"])
             self._load_controller_state(directory)
+            await self._load_critic(directory.parent / "critic")
             self.last_sync_step = self.last_save_step = self.step
             logger.info("Trainer resumed from %s at step %d.", directory, self.step)
         if config.synchronizer.sync_method == SyncMethod.nccl:
@@ -149,17 +159,25 @@ class Trainer:
         started = time.perf_counter()
         batch = collate(experiences, self.tokenizer.pad_token_id)
         metrics = dict(sample_metrics)
+        algorithm, trainer = self.config.algorithm, self.config.trainer
+        if algorithm.use_critic:
+            batch["values"] = await self._per_token("critic_values", batch, trainer.critic.ppo_micro_batch_size_per_gpu)
+        if algorithm.uses_teacher:
+            micro_size = trainer.ref.log_prob_micro_batch_size_per_gpu
+            batch["teacher_logprobs"] = await self._per_token("teacher_logprobs", batch, micro_size)
         if self.kl_penalty is not None or self.advantage is not None:
             metrics.update(await self._trainer_side_advantages(batch))
-        trainer = self.config.trainer
-        world = len(self.workers)
-        pair = 2 if self.config.algorithm.schema == DataSchema.dpo else 1
-        rows = plan(batch, world, trainer.actor.ppo_micro_batch_size_per_gpu, trainer.actor.ppo_max_token_len_per_gpu,
-                    trainer.use_dynamic_bsz, trainer.balance_batch, pair)  # fmt: skip
+        pair = 2 if algorithm.schema == DataSchema.dpo else 1
+        rows = self._plan(batch, trainer.actor.ppo_micro_batch_size_per_gpu, pair)
+        critic_rows = self._plan(batch, trainer.critic.ppo_micro_batch_size_per_gpu) if algorithm.use_critic else None
+        update_actor = self.step >= trainer.critic_warmup
         tokens, count = int(batch["response_mask"].sum()), batch["input_ids"].shape[0]
         per_rank = await asyncio.gather(*[
-            worker.train_step.remote([select(batch, micro) for micro in rank_rows], tokens, count)
-            for worker, rank_rows in zip(self.workers, rows, strict=True)
+            worker.train_step.remote(
+                [select(batch, micro) for micro in rows[rank]], tokens, count,
+                [select(batch, micro) for micro in critic_rows[rank]] if critic_rows else None, update_actor,
+            )
+            for rank, worker in enumerate(self.workers)
         ])  # fmt: skip
         metrics.update(reduce_rank_metrics(per_rank))
         metrics.update(batch_metrics(batch))
@@ -168,7 +186,7 @@ class Trainer:
         if not self.config.synchronizer.sync_style == SyncStyle.explorer_driven and await self._need_sync():
             metrics["time/sync"] = await self.sync_weight()
         if self._need_save():
-            metrics["time/save"] = await self.save_checkpoint()
+            metrics["time/save"] = await self.save_checkpoint(final=self.step >= self.total_steps)
         self.monitor.log(metrics, self.step)
         self.last_metrics = metrics
         return metrics
@@ -177,7 +195,8 @@ class Trainer:
         """Reward KL penalty (needs reference logprobs of the whole batch), then the advantage function."""
         metrics: Dict[str, float] = {}
         if self.kl_penalty is not None:
-            batch["ref_logprobs"] = await self._reference_logprobs(batch)
+            micro_size = self.config.trainer.ref.log_prob_micro_batch_size_per_gpu
+            batch["ref_logprobs"] = await self._per_token("reference_logprobs", batch, micro_size)
             rewards, penalty_metrics = self.kl_penalty.apply(
                 batch["token_level_rewards"], batch["old_logprobs"], batch["ref_logprobs"], batch["response_mask"]
             )
@@ -190,20 +209,26 @@ class Trainer:
             metrics.update({f"advantage/{key}": value for key, value in out.get("metrics", {}).items()})
         return metrics
 
-    async def _reference_logprobs(self, batch: Batch):
+    def _plan(self, batch: Batch, micro_size: int, pair: int = 1):
+        trainer = self.config.trainer
+        return plan(batch, len(self.workers), micro_size, trainer.actor.ppo_max_token_len_per_gpu,
+                    trainer.use_dynamic_bsz, trainer.balance_batch, pair)  # fmt: skip
+
+    async def _per_token(self, method: str, batch: Batch, micro_size: int):
+        """[B, R] per-response-token values of the whole batch from a no-grad rank forward (`method`:
+        reference_logprobs, teacher_logprobs or critic_values), gathered back into batch row order."""
         import torch
 
-        world = len(self.workers)
-        rows = plan(batch, world, self.config.trainer.ref.log_prob_micro_batch_size_per_gpu, 10**9, False, False)
+        rows = plan(batch, len(self.workers), micro_size, 10**9, False, False)
         results = await asyncio.gather(*[
-            worker.reference_logprobs.remote([select(batch, micro) for micro in rank_rows])
+            getattr(worker, method).remote([select(batch, micro) for micro in rank_rows])
             for worker, rank_rows in zip(self.workers, rows, strict=True)
         ])  # fmt: skip
-        ref = torch.zeros_like(batch["response_mask"], dtype=torch.float32)
+        gathered = torch.zeros_like(batch["response_mask"], dtype=torch.float32)
         for rank_rows, rank_results in zip(rows, results, strict=True):
             for micro, values in zip(rank_rows, rank_results, strict=True):
-                ref[micro, : values.shape[1]] = values
-        return ref
+                gathered[micro, : values.shape[1]] = values
+        return gathered
 
     # ---- sync and save -------------------------------------------------------------------------
 
@@ -240,14 +265,33 @@ class Trainer:
         directory = actor_dir(job_dir, self.step)
         directory.mkdir(parents=True, exist_ok=True)
         await asyncio.gather(*[w.save_checkpoint.remote(str(directory), self.step, contents) for w in self.workers])
+        if self.config.algorithm.use_critic:
+            critic_contents = [str(c) for c in trainer.critic.checkpoint.save_contents]
+            critic = str(critic_dir(job_dir, self.step))
+            await asyncio.gather(*[w.save_critic.remote(critic, self.step, critic_contents) for w in self.workers])
         (directory / CONTROLLER_STATE).write_text(json.dumps(self._controller_state()))
         mark_complete(job_dir, self.step)
         self.state.save_trainer(self.step, self.strategy.state_dict(), model_version=self.step)
         removed = prune(job_dir, trainer.max_actor_ckpt_to_keep)
         if removed:
             logger.info("Pruned checkpoints of steps %s.", removed)
+        removed = prune_critic(job_dir, trainer.max_critic_ckpt_to_keep)
+        if removed:
+            logger.info("Pruned critic checkpoints of steps %s.", removed)
         self.last_save_step = self.step
         return time.perf_counter() - started
+
+    async def _load_critic(self, directory) -> None:
+        if not self.config.algorithm.use_critic:
+            return
+        if not (directory / "dcp").is_dir():
+            saved = {str(c) for c in self.config.trainer.critic.checkpoint.save_contents} & {"model", "optimizer"}
+            if saved and self.config.trainer.resume_mode == ResumeMode.auto:  # this job wrote it: missing = damaged
+                raise CheckpointError(f"{directory} is missing: the checkpoint has an actor but no critic")
+            logger.warning("No critic checkpoint at %s: the critic starts from model.critic_model_path.", directory)
+            return
+        contents = [str(c) for c in self.config.trainer.critic.checkpoint.load_contents]
+        await asyncio.gather(*[w.load_critic.remote(str(directory), contents) for w in self.workers])
 
     def _controller_state(self) -> dict:
         return {"kl_penalty": self.kl_penalty.state_dict() if self.kl_penalty is not None else None}

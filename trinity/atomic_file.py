@@ -13,6 +13,7 @@ from typing import Union
 
 def atomic_write_bytes(path: Union[str, Path], data: bytes) -> None:
     path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as handle:
