@@ -236,3 +236,10 @@ def test_stages_merge_over_the_base_and_switch_schemas():
     assert sft.checkpoint_job_dir.endswith("arithmetic/sft_warmup")
     assert (sft.buffer.total_steps, sft.buffer.train_batch_size) == (350, 64)
     assert (grpo.buffer.total_steps, grpo.buffer.train_batch_size) == (160, 128)
+
+
+def test_stage_problems_are_named_by_the_key_the_user_wrote():
+    inherited = problems("+experiment=arithmetic", "algorithm.repeat_times=0")
+    assert "algorithm.repeat_times" in inherited and "(in stage 1)" in inherited["algorithm.repeat_times"].rule
+    own = problems("stages=[{stage_name:a,mode:train,algorithm:{algorithm_type:sft,repeat_times:0}}]")
+    assert "stages[0].algorithm.repeat_times" in own and "(in stage" not in own["stages[0].algorithm.repeat_times"].rule

@@ -69,7 +69,7 @@ def validate(cfg: DictConfig) -> Validated:
         report.problems += stage_report.problems
         report.notes += stage_report.notes
     if report.problems:
-        raise ConfigError(_merge_stage_problems(report.problems), partial=Validated(configs, report.notes))
+        raise ConfigError(_merge_stage_problems(report.problems, cfg.stages), partial=Validated(configs, report.notes))
     return Validated(configs, report.notes)
 
 
@@ -163,22 +163,33 @@ def _expand_stages(cfg: DictConfig, report: Report) -> List[Tuple[str, DictConfi
     return expanded
 
 
-def _merge_stage_problems(problems: List[Problem]) -> List[Problem]:
-    """One line for a problem that several stages share (a base-config value they all inherit)."""
+def _merge_stage_problems(problems: List[Problem], stages: Any) -> List[Problem]:
+    """Name each stage problem by the key the user wrote: `stages[i].<key>` when the stage's own section
+    sets it, else the base key with the stages that inherit it ("(in stages 0, 1)"), one line for all."""
     groups: dict = {}
     for problem in problems:
         index, _, key = problem.key.partition("].")
         stage = index[len("stages[") :] if index.startswith("stages[") and key else None
+        if stage is not None and _stage_sets(stages[int(stage)], key):
+            stage = None  # the stage's own value: keep its stages[i] key
         bare = key if stage is not None else problem.key
         groups.setdefault((bare, repr(problem.value), problem.rule, problem.fix), []).append((stage, problem))
     merged = []
     for (bare, _, rule, fix), members in groups.items():
-        stages = [stage for stage, _ in members if stage is not None]
-        if len(stages) > 1:
-            merged.append(Problem(bare, members[0][1].value, f"{rule} (in stages {', '.join(stages)})", fix))
-        else:
-            merged += [problem for _, problem in members]
+        stages_in = [stage for stage, _ in members if stage is not None]
+        if stages_in:
+            where = f"stage {stages_in[0]}" if len(stages_in) == 1 else f"stages {', '.join(stages_in)}"
+            merged.append(Problem(bare, members[0][1].value, f"{rule} (in {where})", fix))
+        merged += [problem for stage, problem in members if stage is None]
     return merged
+
+
+def _stage_sets(stage: Any, key: str) -> bool:
+    """Whether a stage entry's own sections set `key` (e.g. algorithm.repeat_times)."""
+    try:
+        return OmegaConf.select(stage, key, default=None, throw_on_missing=False) is not None
+    except OmegaConfBaseException:
+        return True  # a key the stage section cannot even hold came from the stage itself
 
 
 def _stage_base(base: DictConfig, section: str, override: DictConfig) -> DictConfig:

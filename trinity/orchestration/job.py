@@ -103,6 +103,8 @@ def _await_all(refs: Dict[str, object], config: Config, phase: str, actors: Opti
     bar = ProgressBar(config) if actors else None
     try:
         _wait_loop(pending, config, phase, actors, bar, last_progress, quiet_since, timeout)
+        if bar is not None:  # the final counts: the loop stops polling a role once it has returned
+            bar.update({role: ray.get(actor.progress.remote(), timeout=timeout) for role, actor in actors.items()})
     finally:
         if bar is not None:
             bar.close()
