@@ -17,12 +17,16 @@ BUILDERS = {".json": "json", ".jsonl": "json", ".parquet": "parquet", ".csv": "c
 
 @contextlib.contextmanager
 def hub_offline() -> Iterator[None]:
-    previous = datasets.config.HF_HUB_OFFLINE
+    """No hub access, and no per-file progress bars (they flood the job's log with one line per load)."""
+    previous = datasets.config.HF_HUB_OFFLINE, datasets.is_progress_bar_enabled()
     datasets.config.HF_HUB_OFFLINE = True
+    datasets.disable_progress_bar()
     try:
         yield
     finally:
-        datasets.config.HF_HUB_OFFLINE = previous
+        datasets.config.HF_HUB_OFFLINE = previous[0]
+        if previous[1]:
+            datasets.enable_progress_bar()
 
 
 def load_local_dataset(path: str, split: str, subset_name: Optional[str], owner: str) -> datasets.Dataset:

@@ -41,6 +41,9 @@ def load_causal_lm(model_path: str, dtype: str = "float32", device: str = "cpu",
     """The causal LM of `model_path` in eval mode on `device`, weights in `dtype`."""
     import torch
     from transformers import AutoModelForCausalLM
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()  # per-load (and per-save) bars would flood the job's log
 
     if dtype not in DTYPES:
         raise ValueError(f"dtype {dtype!r} is not one of {', '.join(DTYPES)}")
