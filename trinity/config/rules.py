@@ -50,7 +50,8 @@ def check_global(config: Config, report: Report) -> None:
             "mode",
             config.mode,
             f"{kind} trains from a dataset and has no explorer",
-            "set mode=train, or leave mode empty",
+            "set mode=train, or leave mode empty"
+            + (" (or run a single stage: stages=[] mode=train)" if report.prefix else ""),
         )
     root = config.checkpoint_root_dir.strip()
     if not root:
