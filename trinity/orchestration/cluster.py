@@ -24,7 +24,10 @@ def connect(config: Config) -> None:
     if ray.is_initialized():
         return
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
-    env = {"env_vars": {"TOKENIZERS_PARALLELISM": "false", "RAY_AUTH_MODE": "disabled"}}
+    # The actors' blocking ray.get calls are deliberate (one-time setup, weight swaps that must not
+    # interleave with generation); Ray's once-per-actor warning about them is noise in every run's log.
+    quiet = {"RAY_WARN_BLOCKING_GET_INSIDE_ASYNC": "0"}
+    env = {"env_vars": {"TOKENIZERS_PARALLELISM": "false", "RAY_AUTH_MODE": "disabled", **quiet}}
     cluster = config.cluster
     if cluster.ray_address == "local":
         cuda = cluster.device_type == "cuda"
