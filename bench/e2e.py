@@ -25,6 +25,7 @@ from trinity.orchestration.job import run_job
 
 SPLIT = {
     "rollout": ("explorer", "time/rollout"),
+    "  of which rewards": ("explorer", "rollout/time/reward_s"),
     "write": ("explorer", "time/write"),
     "explorer sync": ("explorer", "time/sync"),
     "train": ("trainer", "time/train"),

@@ -63,7 +63,7 @@ def test_one_engine_actor_turns_a_batch_into_experiences(config, engines):
     assert metrics["response_length/mean"] == pytest.approx(statistics.fmean(lengths))
     assert metrics["response_length/max"] == max(lengths)
     assert (metrics["tasks"], metrics["tasks_failed"], metrics["experiences"]) == (4, 0, 16)
-    assert metrics["time/run_s"] > 0
+    assert metrics["time/run_s"] > 0 and 0 < metrics["time/reward_s"]
 
 
 def test_failing_reward_and_workflow_become_recorded_failures(config, engines, spec):

@@ -23,6 +23,7 @@ from trinity.explorer.actor import RemoteEngine
 from trinity.explorer.engine import EngineSpec, TaskTimeout, TextCodec, engine_specs
 from trinity.explorer.registry import REWARD_FNS, WORKFLOWS
 from trinity.explorer.task import RolloutTask, as_rollout_task
+from trinity.explorer.workflows.base import REWARD_SECONDS
 
 logger = logging.getLogger(__name__)
 
@@ -160,7 +161,8 @@ def run_task(task: RolloutTask, engine) -> List[Experience]:
 def step_metrics(
     experiences: List[Experience], tasks: int, failed: int, retries: int, seconds: float
 ) -> Dict[str, float]:
-    """reward/response-length statistics, the mean of every workflow metric, counts and time."""
+    """reward/response-length statistics, the mean of every workflow metric, counts and times (the run's
+    wall time, and the time spent in reward functions)."""
     metrics: Dict[str, float] = {
         "tasks": float(tasks),
         "tasks_failed": float(failed),
@@ -172,10 +174,14 @@ def step_metrics(
         "reward": [float(e.reward) for e in experiences if e.reward is not None],
         "response_length": [float(e.mask().sum()) for e in experiences],  # model-generated tokens
     }
+    reward_seconds = 0.0
     for exp in experiences:
         for key, value in exp.metrics.items():
-            if key != "response_length":
+            if key == REWARD_SECONDS:
+                reward_seconds += float(value)
+            elif key != "response_length":
                 series.setdefault(key, []).append(float(value))
+    metrics["time/reward_s"] = reward_seconds  # summed over responses (runners score concurrently)
     for key, values in series.items():
         if values:
             metrics[f"{key}/mean"] = statistics.fmean(values)

@@ -7,6 +7,7 @@ selected by its dotted path (`buffer.explorer_input.default_workflow_type=my_pkg
 """
 
 import math
+import time
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from trinity.buffer.experience import Experience
@@ -15,6 +16,7 @@ from trinity.explorer.sampling import Sample, SamplingParams
 from trinity.explorer.task import RolloutTask
 
 RewardFn = Callable[..., Any]
+REWARD_SECONDS = "reward_seconds"  # per-experience metric: time in the reward function (see step_metrics)
 
 
 class Workflow:
@@ -39,8 +41,10 @@ class Workflow:
         return self.engine.encode(self.task.question)
 
     def score(self, response_text: str) -> Tuple[float, Dict[str, float]]:
-        """(reward, metrics) from the reward function; a malformed result is an error, not a zero."""
+        """(reward, metrics) from the reward function, timed; a malformed result is an error, not a zero."""
+        started = time.perf_counter()
         result = self.reward_fn(response_text, self.task.answer, **self.task.reward_fn_args)
+        seconds = time.perf_counter() - started
         if isinstance(result, dict):
             if "reward" not in result:
                 raise ValueError(f"reward function returned {sorted(result)} without a 'reward' key")
@@ -53,6 +57,7 @@ class Workflow:
         if bad:
             raise ValueError(f"reward function returned non-finite {bad}")
         reward = values.pop("reward")
+        values[REWARD_SECONDS] = seconds
         return reward, values
 
     def experience(
