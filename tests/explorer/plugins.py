@@ -59,3 +59,18 @@ class CountingWorkflow(Workflow):
 
 
 NOT_A_WORKFLOW = 3
+
+
+class JudgedWorkflow(Workflow):
+    """Answers with the policy, then shows each answer to the first auxiliary model (a judge)."""
+
+    def run(self):
+        (samples,) = self.engine.generate([self.prompt_ids()], self.sampling_params())
+        judge = self.auxiliary_engines[0]
+        verdicts = judge.generate(
+            [s.prompt_ids + s.response_ids for s in samples], judge.defaults.updated({"n": 1, "max_tokens": 2})
+        )
+        experiences = [self.sample_experience(sample, run_id) for run_id, sample in enumerate(samples)]
+        for exp, (verdict,) in zip(experiences, verdicts, strict=True):
+            exp.metrics["judge_tokens"] = float(len(verdict.response_ids))
+        return experiences

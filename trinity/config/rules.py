@@ -275,10 +275,11 @@ def _engines(config: Config) -> List[InferenceModelConfig]:
     return [config.explorer.rollout_model, *config.explorer.auxiliary_models]
 
 
-def _served_auxiliaries(config: Config) -> List[InferenceModelConfig]:
-    """Auxiliary models that get explorer engines: a distillation teacher runs on the trainer ranks."""
-    auxiliaries = config.explorer.auxiliary_models
-    return auxiliaries[1:] if config.algorithm.uses_teacher else auxiliaries
+def served_auxiliaries(config: Config) -> List[int]:
+    """Indices into explorer.auxiliary_models of the models the explorer serves with engines (workflows
+    reach them as `auxiliary_engines`); a distillation teacher (the first) runs on the trainer ranks."""
+    indices = range(len(config.explorer.auxiliary_models))
+    return [i for i in indices if not (i == 0 and config.algorithm.uses_teacher)]
 
 
 def check_cluster(config: Config, report: Report) -> None:
@@ -297,9 +298,9 @@ def check_cluster(config: Config, report: Report) -> None:
     uses_explorer = mode in EXPLORER_MODES
     rollout = config.explorer.rollout_model
     cluster.rollout_gpu_num = rollout.engine_num * rollout.tensor_parallel_size if uses_explorer else 0
-    cluster.auxiliary_model_gpu_num = (
-        sum(m.engine_num * m.tensor_parallel_size for m in _served_auxiliaries(config)) if uses_explorer else 0
-    )
+    aux = config.explorer.auxiliary_models
+    served = served_auxiliaries(config) if uses_explorer else []
+    cluster.auxiliary_model_gpu_num = sum(aux[i].engine_num * aux[i].tensor_parallel_size for i in served)
     explorer_devices = cluster.rollout_gpu_num + cluster.auxiliary_model_gpu_num
     if uses_explorer:
         _check_engines(config, report)

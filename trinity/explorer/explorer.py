@@ -24,6 +24,7 @@ from trinity.buffer.taskset import eval_taskset_readers, train_taskset_reader
 from trinity.config.buffer import StorageType
 from trinity.config.functions import ADVANTAGE_FN
 from trinity.config.root import Config, Mode, SyncMethod, SyncStyle
+from trinity.config.rules import served_auxiliaries
 from trinity.explorer.actor import create_engines
 from trinity.explorer.runner import TaskRunner
 from trinity.manager import RunningStatus, StateManager, Synchronizer
@@ -48,7 +49,8 @@ class Explorer:
         self.engines = create_engines(
             config, name_prefix=f"{self.name}_engine", namespace=config.ray_namespace, placement=placement
         )
-        self.runner = TaskRunner.from_config(config, self.engines)
+        self.auxiliary_engines = self._auxiliary_engines(placement)
+        self.runner = TaskRunner.from_config(config, self.engines, self.auxiliary_engines)
         self.taskset = train_taskset_reader(config)
         buffer = config.buffer.trainer_input.experience_buffer
         if self.resumed and buffer.storage_type == StorageType.queue:
@@ -66,6 +68,21 @@ class Explorer:
         self.monitor = Monitor(config, self.name)
         self.version = 0  # the engines start from the base model; prepare() pulls a newer one on resume
         self.last_metrics: Dict[str, float] = {}
+
+    def _auxiliary_engines(self, placement) -> List[List[Any]]:
+        """Engine actors of each served auxiliary model (judges and the like), in their placement
+        bundles after the rollout engines. They keep their own weights: syncs never reach them."""
+        config = self.config
+        group, bundle = placement or (None, 0)
+        bundle += config.explorer.rollout_model.engine_num
+        served = []
+        for index in served_auxiliaries(config):
+            served.append(create_engines(
+                config, name_prefix=f"{self.name}_aux{index}_engine", namespace=config.ray_namespace,
+                model_index=index + 1, placement=(group, bundle) if group is not None else None,
+            ))  # fmt: skip
+            bundle += config.explorer.auxiliary_models[index].engine_num
+        return served
 
     async def is_alive(self) -> bool:
         return True
@@ -248,5 +265,5 @@ class Explorer:
     async def shutdown(self) -> None:
         import ray
 
-        for engine in self.engines:
+        for engine in [*self.engines, *(e for model in self.auxiliary_engines for e in model)]:
             ray.kill(engine)

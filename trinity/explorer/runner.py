@@ -59,29 +59,33 @@ class TaskRunner:
         runner_per_model: int = 1,
         max_retry_times: int = 0,
         max_timeout: float = 1800.0,
+        auxiliary: Sequence[Tuple[Sequence[Any], EngineSpec]] = (),
     ):
+        """`auxiliary`: (engine actors, spec) per auxiliary model that workflows may query."""
         if not engines:
             raise ValueError("a TaskRunner needs at least one engine actor")
-        from trinity.model.load import load_tokenizer, resolve_model_path, stop_token_ids
-
-        path = resolve_model_path(spec.tiny) if spec.tiny is not None else spec.model_path
-        tokenizer = load_tokenizer(path, spec.trust_remote_code, spec.model.chat_template)
-        self.codec = TextCodec(tokenizer, stop_token_ids(path, tokenizer), spec.model.enable_thinking)
+        self.codec = _codec(spec)
         self.engines = list(engines)
         self.spec = spec
+        self.auxiliary = [(list(handles), aux_spec, _codec(aux_spec)) for handles, aux_spec in auxiliary]
         self.slots = [engine for engine in range(len(self.engines)) for _ in range(runner_per_model)]
         self.max_retry_times = max_retry_times
         self.max_timeout = max_timeout
 
     @classmethod
-    def from_config(cls, config, engines: Sequence[Any]) -> "TaskRunner":
-        explorer = config.explorer
+    def from_config(cls, config, engines: Sequence[Any], auxiliary: Sequence[Sequence[Any]] = ()) -> "TaskRunner":
+        """`auxiliary`: the engine actors of each served auxiliary model (see Explorer)."""
+        from trinity.config.rules import served_auxiliaries
+
+        explorer, specs = config.explorer, engine_specs(config)
+        served = served_auxiliaries(config)
         return cls(
             engines,
-            engine_specs(config)[0],
+            specs[0],
             runner_per_model=explorer.runner_per_model,
             max_retry_times=explorer.max_retry_times,
             max_timeout=explorer.max_timeout,
+            auxiliary=[(handles, specs[index + 1]) for handles, index in zip(auxiliary, served, strict=True)],
         )
 
     def run(self, tasks: Sequence[Any], batch_id: str = "") -> RunResult:
@@ -136,10 +140,14 @@ class TaskRunner:
     def _start(self, task: RolloutTask, attempt: _Attempt) -> Future:
         future: Future = Future()
         engine = RemoteEngine(self.engines[self.slots[attempt.slot]], self.spec, self.codec, attempt.deadline)
+        auxiliary = [
+            RemoteEngine(handles[attempt.slot % len(handles)], spec, codec, attempt.deadline)
+            for handles, spec, codec in self.auxiliary
+        ]
 
         def target() -> None:
             try:
-                future.set_result(run_task(task, engine))
+                future.set_result(run_task(task, engine, auxiliary))
             except BaseException as exc:  # noqa: BLE001 - every failure is the task's, recorded by run()
                 logger.debug("task %s failed:\n%s", task.task_id, traceback.format_exc())
                 future.set_exception(exc)
@@ -148,11 +156,14 @@ class TaskRunner:
         return future
 
 
-def run_task(task: RolloutTask, engine) -> List[Experience]:
-    """One attempt at one task: its workflow with its reward function, against `engine`."""
+def run_task(task: RolloutTask, engine, auxiliary_engines: Sequence[Any] = ()) -> List[Experience]:
+    """One attempt at one task: its workflow with its reward function, against `engine` (and the
+    auxiliary models' engines, which the workflow finds in `self.auxiliary_engines`)."""
     workflow_class = WORKFLOWS.resolve(task.workflow)
     reward_fn = REWARD_FNS.resolve(task.reward_fn)
-    experiences = workflow_class(task, engine, reward_fn).run()
+    workflow = workflow_class(task, engine, reward_fn)
+    workflow.auxiliary_engines = list(auxiliary_engines)
+    experiences = workflow.run()
     if not isinstance(experiences, list) or not all(isinstance(e, Experience) for e in experiences):
         raise TypeError(f"workflow {task.workflow} must return a list of Experience, got {type(experiences).__name__}")
     return experiences
@@ -192,6 +203,15 @@ def step_metrics(
             metrics[f"{key}/max"] = max(values)
             metrics[f"{key}/min"] = min(values)
     return metrics
+
+
+def _codec(spec: EngineSpec) -> TextCodec:
+    """The tokenizer side of a served model (the tiny model is built first when it is one)."""
+    from trinity.model.load import load_tokenizer, resolve_model_path, stop_token_ids
+
+    path = resolve_model_path(spec.tiny) if spec.tiny is not None else spec.model_path
+    tokenizer = load_tokenizer(path, spec.trust_remote_code, spec.model.chat_template)
+    return TextCodec(tokenizer, stop_token_ids(path, tokenizer), spec.model.enable_thinking)
 
 
 def _task_id(raw: Any) -> Any:

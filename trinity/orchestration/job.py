@@ -16,6 +16,7 @@ import ray
 from trinity.buffer.queue_storage import destroy_queue
 from trinity.config.buffer import StorageType
 from trinity.config.root import Config, Mode
+from trinity.config.rules import served_auxiliaries
 from trinity.manager import Synchronizer
 from trinity.orchestration.cluster import connect, engine_bundle, rank_bundle, release, reserve
 from trinity.orchestration.progress import ProgressBar
@@ -35,12 +36,18 @@ def prepare_data(config: Config) -> None:
         ensure_dataset(config.data.dir, config.data.arithmetic)
 
 
+def engine_bundles(config: Config) -> List[dict]:
+    """The explorer's devices: rollout engine replicas, then those of each served auxiliary model."""
+    if config.mode not in (Mode.both, Mode.explore, Mode.bench):
+        return []
+    models = [config.explorer.rollout_model]
+    models += [config.explorer.auxiliary_models[i] for i in served_auxiliaries(config)]
+    return [engine_bundle(config, model.tensor_parallel_size) for model in models for _ in range(model.engine_num)]
+
+
 def job_bundles(config: Config) -> List[dict]:
-    """The devices the mode uses: engine replicas first, then trainer ranks."""
-    bundles = []
-    if config.mode in (Mode.both, Mode.explore, Mode.bench):
-        rollout = config.explorer.rollout_model
-        bundles += [engine_bundle(config, rollout.tensor_parallel_size)] * rollout.engine_num
+    """The devices the mode uses: the explorer's engines first, then trainer ranks."""
+    bundles = engine_bundles(config)
     if config.mode in (Mode.both, Mode.train):
         bundles += [rank_bundle(config)] * config.cluster.trainer_gpu_num
     return bundles
@@ -68,7 +75,7 @@ def _run_mode(config: Config, group, actors: Dict[str, object]) -> Dict[str, flo
     from trinity.trainer.trainer import Trainer
 
     namespace = config.ray_namespace
-    engines = config.explorer.rollout_model.engine_num if config.mode != Mode.train else 0
+    engines = len(engine_bundles(config))
     if config.mode in (Mode.both, Mode.explore, Mode.bench):
         name = "benchmark" if config.mode == Mode.bench else config.explorer.name
         actors["explorer"] = (

@@ -4,6 +4,8 @@ A workflow is a class constructed with `(task, engine, reward_fn)` whose `run()`
 `Experience`. It talks to the engine only through the `RolloutEngine` interface, so it runs the same
 on a local engine and on an engine actor's proxy. A user plug-in subclasses `Workflow` and is
 selected by its dotted path (`buffer.explorer_input.default_workflow_type=my_pkg.MyWorkflow`).
+`self.auxiliary_engines` holds one engine per served auxiliary model (`explorer.auxiliary_models`,
+e.g. a judge), in config order; they keep their own weights.
 """
 
 import math
@@ -24,6 +26,7 @@ class Workflow:
         self.task = task
         self.engine = engine
         self.reward_fn = reward_fn
+        self.auxiliary_engines: List[RolloutEngine] = []  # set by the runner
 
     def run(self) -> List[Experience]:
         raise NotImplementedError(f"{type(self).__name__} must implement run()")
