@@ -103,3 +103,14 @@ def test_console_script_is_the_same_app(tmp_path):
     )
     assert result.returncode == 0, result.stderr
     assert "Config is valid" in result.stdout
+
+
+def test_an_option_without_a_runtime_is_refused_before_ray_starts(tmp_path):
+    args = ("trainer=megatron", "stages=[]", f"checkpoint_root_dir={tmp_path}")
+    dry = run_cli(*args, "dry_run=true", cwd=tmp_path)
+    assert dry.returncode == 0 and "a run would stop here" in dry.stdout and "Megatron trainer" in dry.stdout
+    run = run_cli(*args, cwd=tmp_path)
+    assert run.returncode == 1
+    assert "trainer.trainer_strategy = 'megatron': the Megatron trainer is not implemented yet" in run.stderr
+    assert "Started a local Ray instance" not in run.stdout + run.stderr
+    assert not (tmp_path / "trinity").exists(), "nothing may be written for a refused run"

@@ -6,6 +6,7 @@ from omegaconf import DictConfig
 
 from trinity.config import ConfigError, validate
 from trinity.config.describe import describe
+from trinity.config.runtime import check_runnable
 
 
 def run(cfg: DictConfig) -> dict:
@@ -13,6 +14,8 @@ def run(cfg: DictConfig) -> dict:
     (all stages) and return its final metrics."""
     try:
         validated = validate(cfg)
+        if not validated.configs[0].dry_run:
+            check_runnable(validated)
     except ConfigError as exc:
         print(exc, file=sys.stderr)
         raise SystemExit(1) from None

@@ -83,6 +83,7 @@ def _preflight(sweep_configs: List[DictConfig]) -> list:
     """Validate every trinity job before any job starts; report all problems of all jobs, exit 1.
     Returns each job's Validated (None for a job that is not a trinity config)."""
     from trinity.config import ConfigError, is_trinity_config, validate
+    from trinity.config.runtime import check_runnable
 
     failures, validated = [], []
     for sweep_config in sweep_configs:
@@ -93,6 +94,8 @@ def _preflight(sweep_configs: List[DictConfig]) -> list:
             continue
         try:
             result = validate(job)
+            if not result.configs[0].dry_run:
+                check_runnable(result)
         except ConfigError as exc:
             overrides = " ".join(sweep_config.hydra.overrides.task) or "(no overrides)"
             failures.append(f"job {sweep_config.hydra.job.num} [{overrides}]:\n{exc}")

@@ -5,6 +5,7 @@ from omegaconf import OmegaConf
 from trinity.config.algorithm import DataSchema
 from trinity.config.functions import REGISTRIES
 from trinity.config.root import Config
+from trinity.config.runtime import runtime_gaps
 from trinity.config.validate import Validated
 
 
@@ -16,6 +17,9 @@ def describe(validated: Validated) -> str:
         parts.append(f"== Derived values ({title}) ==\n{derived_summary(config)}")
     if validated.notes:
         parts.append("== Changed by validation ==\n" + "\n".join(f"  - {note}" for note in validated.notes))
+    gaps = {str(problem) for config in validated.configs for problem in runtime_gaps(config)}
+    if gaps:
+        parts.append("== Valid, but a run would stop here ==\n" + "\n".join(f"  - {gap}" for gap in sorted(gaps)))
     parts.append("Config is valid (dry run: nothing was started).")
     return "\n\n".join(parts)
 

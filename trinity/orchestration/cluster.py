@@ -23,11 +23,10 @@ def connect(config: Config) -> None:
     """ray.init once per process: a private local cluster sized by the config, or join cluster.ray_address."""
     if ray.is_initialized():
         return
-    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+    os.environ.setdefault("RAY_AUTH_MODE", "disabled")  # workers inherit the mode of the cluster they join
     # The actors' blocking ray.get calls are deliberate (one-time setup, weight swaps that must not
     # interleave with generation); Ray's once-per-actor warning about them is noise in every run's log.
-    quiet = {"RAY_WARN_BLOCKING_GET_INSIDE_ASYNC": "0"}
-    env = {"env_vars": {"TOKENIZERS_PARALLELISM": "false", "RAY_AUTH_MODE": "disabled", **quiet}}
+    env = {"env_vars": {"TOKENIZERS_PARALLELISM": "false", "RAY_WARN_BLOCKING_GET_INSIDE_ASYNC": "0"}}
     cluster = config.cluster
     if cluster.ray_address == "local":
         cuda = cluster.device_type == "cuda"

@@ -1,0 +1,41 @@
+"""Options the schemas accept but no engine runs yet: a valid config that names one is refused when
+it is about to run (before Ray starts), and a dry run says so. The schemas keep them so configs of
+the original system translate and the Studio can write them."""
+
+from typing import List
+
+from trinity.config.errors import ConfigError, Problem
+from trinity.config.explorer import EngineType
+from trinity.config.root import Config, Mode
+from trinity.config.trainer import TrainerStrategy
+from trinity.config.validate import Validated
+
+EXPLORER_MODES = (Mode.both, Mode.explore, Mode.bench)
+TRAINER_MODES = (Mode.both, Mode.train)
+
+
+def runtime_gaps(config: Config) -> List[Problem]:
+    gaps = []
+    if config.mode in TRAINER_MODES and config.trainer.trainer_strategy == TrainerStrategy.megatron:
+        gaps.append(Problem("trainer.trainer_strategy", "megatron", "the Megatron trainer is not implemented yet",
+                            "use trainer=fsdp or trainer=fsdp2 (FSDP2 on the same devices)"))  # fmt: skip
+    if config.mode in EXPLORER_MODES:
+        served = [("explorer.rollout_model", config.explorer.rollout_model)]
+        served += [(f"explorer.auxiliary_models[{i}]", m) for i, m in enumerate(config.explorer.auxiliary_models)]
+        for key, model in served:
+            if model.engine_type == EngineType.vllm:
+                gaps.append(Problem(f"{key}.engine_type", "vllm", "the vLLM engine is not implemented yet",
+                                    "use explorer=default (engine_type=hf: transformers generate)"))  # fmt: skip
+    return gaps
+
+
+def check_runnable(validated: Validated) -> None:
+    """Raise ConfigError listing every not-yet-runnable option of every stage (one line each)."""
+    seen, problems = set(), []
+    for config in validated.configs:
+        for problem in runtime_gaps(config):
+            if (problem.key, problem.value) not in seen:
+                seen.add((problem.key, problem.value))
+                problems.append(problem)
+    if problems:
+        raise ConfigError(problems)
