@@ -90,3 +90,20 @@ def test_checkpoint_resume_continues_identically(ray_cluster, tmp_path):
     exported = AutoModelForCausalLM.from_pretrained(directory / "huggingface", local_files_only=True)
     assert sum(p.numel() for p in exported.parameters()) > 10_000
     assert torch.isfinite(next(exported.parameters())).all()
+
+
+def test_chunked_entropy_options_give_the_same_step(ray_cluster, tmp_path):
+    batch = collate(experiences(8, 60, seed=11), pad_token_id=0)
+    results = []
+    for extra in (
+        [],
+        ["trainer.actor.entropy_from_logits_with_chunking=true", "trainer.actor.entropy_checkpointing=true"],
+    ):
+        config = trainer_config(tmp_path, "algorithm.optimizer.lr=1e-3", "trainer.use_dynamic_bsz=false",
+                                "+algorithm.entropy_loss_fn_args={entropy_coef:0.01}", *extra)  # fmt: skip
+        workers = start(config, 1)
+        results.append(step(workers, config, batch, 4))
+        stop(workers)
+    plain, chunked = results
+    for key in ("actor/pg_loss", "actor/entropy_loss", "actor/grad_norm"):
+        assert abs(plain[key] - chunked[key]) < 1e-5, (key, plain[key], chunked[key])

@@ -28,6 +28,7 @@ from trinity.trainer.critic import Critic
 from trinity.trainer.distributed import init_group
 from trinity.trainer.lr_schedule import make_scheduler
 from trinity.trainer.optim import build_optimizer, clip_gradients
+from trinity.trainer.token_stats import token_logprobs
 from trinity.trainer.train_state import extra_state_path, load_sharded, save_sharded
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
@@ -112,11 +113,14 @@ class FSDPWorker:
         ).logits
         prompt_len = ids.shape[1] - response_len
         logits = logits[:, prompt_len - 1 : prompt_len - 1 + response_len].float() / self.temperature
-        log_probs = torch.log_softmax(logits, dim=-1)
-        tokens = ids[:, prompt_len:]
-        logprobs = log_probs.gather(-1, tokens.unsqueeze(-1)).squeeze(-1)
-        entropy = -(log_probs.exp() * log_probs).sum(-1) if with_entropy else None
-        return logprobs, entropy
+        actor = self.config.trainer.actor
+        return token_logprobs(
+            logits,
+            ids[:, prompt_len:],
+            with_entropy,
+            actor.entropy_from_logits_with_chunking,
+            actor.entropy_checkpointing,
+        )
 
     @torch.no_grad()
     def reference_logprobs(self, micro_batches: List[Batch]) -> List[torch.Tensor]:
