@@ -11,7 +11,7 @@ import json
 import os
 from dataclasses import asdict
 from pathlib import Path
-from typing import Callable, List
+from typing import Callable, List, Tuple
 
 from trinity.config.algorithm import DataSchema
 from trinity.config.buffer import PRIORITY_FN_ARGS, PromptType, StorageType, TasksetConfig
@@ -280,6 +280,15 @@ def served_auxiliaries(config: Config) -> List[int]:
     reach them as `auxiliary_engines`); a distillation teacher (the first) runs on the trainer ranks."""
     indices = range(len(config.explorer.auxiliary_models))
     return [i for i in indices if not (i == 0 and config.algorithm.uses_teacher)]
+
+
+def served_engines(config: Config) -> List[Tuple[str, InferenceModelConfig]]:
+    """(config key, model) of every model the explorer serves: the rollout model, then the served
+    auxiliaries, in the order their engines take the job's device bundles."""
+    aux = config.explorer.auxiliary_models
+    return [("explorer.rollout_model", config.explorer.rollout_model)] + [
+        (f"explorer.auxiliary_models[{i}]", aux[i]) for i in served_auxiliaries(config)
+    ]
 
 
 def check_cluster(config: Config, report: Report) -> None:

@@ -6,12 +6,10 @@ from typing import List
 
 from trinity.config.errors import ConfigError, Problem
 from trinity.config.explorer import EngineType
-from trinity.config.root import Config, Mode
+from trinity.config.root import Config
+from trinity.config.rules import EXPLORER_MODES, TRAINER_MODES, served_engines
 from trinity.config.trainer import TrainerStrategy
 from trinity.config.validate import Validated
-
-EXPLORER_MODES = (Mode.both, Mode.explore, Mode.bench)
-TRAINER_MODES = (Mode.both, Mode.train)
 
 
 def runtime_gaps(config: Config) -> List[Problem]:
@@ -20,9 +18,7 @@ def runtime_gaps(config: Config) -> List[Problem]:
         gaps.append(Problem("trainer.trainer_strategy", "megatron", "the Megatron trainer is not implemented yet",
                             "use trainer=fsdp or trainer=fsdp2 (FSDP2 on the same devices)"))  # fmt: skip
     if config.mode in EXPLORER_MODES:
-        served = [("explorer.rollout_model", config.explorer.rollout_model)]
-        served += [(f"explorer.auxiliary_models[{i}]", m) for i, m in enumerate(config.explorer.auxiliary_models)]
-        for key, model in served:
+        for key, model in served_engines(config):
             if model.engine_type == EngineType.vllm:
                 gaps.append(Problem(f"{key}.engine_type", "vllm", "the vLLM engine is not implemented yet",
                                     "use explorer=default (engine_type=hf: transformers generate)"))  # fmt: skip

@@ -19,6 +19,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Deque, Dict, List, Optional, Sequence, Tuple
 
 from trinity.buffer.experience import Experience
+from trinity.config.rules import served_auxiliaries
 from trinity.explorer.actor import RemoteEngine
 from trinity.explorer.engine import EngineSpec, TaskTimeout, TextCodec, engine_specs
 from trinity.explorer.registry import REWARD_FNS, WORKFLOWS
@@ -75,8 +76,6 @@ class TaskRunner:
     @classmethod
     def from_config(cls, config, engines: Sequence[Any], auxiliary: Sequence[Sequence[Any]] = ()) -> "TaskRunner":
         """`auxiliary`: the engine actors of each served auxiliary model (see Explorer)."""
-        from trinity.config.rules import served_auxiliaries
-
         explorer, specs = config.explorer, engine_specs(config)
         served = served_auxiliaries(config)
         return cls(

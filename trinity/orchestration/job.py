@@ -16,7 +16,7 @@ import ray
 from trinity.buffer.queue_storage import destroy_queue
 from trinity.config.buffer import StorageType
 from trinity.config.root import Config, Mode
-from trinity.config.rules import served_auxiliaries
+from trinity.config.rules import EXPLORER_MODES, TRAINER_MODES, served_engines
 from trinity.manager import Synchronizer
 from trinity.orchestration.cluster import connect, engine_bundle, rank_bundle, release, reserve
 from trinity.orchestration.progress import ProgressBar
@@ -38,17 +38,16 @@ def prepare_data(config: Config) -> None:
 
 def engine_bundles(config: Config) -> List[dict]:
     """The explorer's devices: rollout engine replicas, then those of each served auxiliary model."""
-    if config.mode not in (Mode.both, Mode.explore, Mode.bench):
+    if config.mode not in EXPLORER_MODES:
         return []
-    models = [config.explorer.rollout_model]
-    models += [config.explorer.auxiliary_models[i] for i in served_auxiliaries(config)]
+    models = [model for _, model in served_engines(config)]
     return [engine_bundle(config, model.tensor_parallel_size) for model in models for _ in range(model.engine_num)]
 
 
 def job_bundles(config: Config) -> List[dict]:
     """The devices the mode uses: the explorer's engines first, then trainer ranks."""
     bundles = engine_bundles(config)
-    if config.mode in (Mode.both, Mode.train):
+    if config.mode in TRAINER_MODES:
         bundles += [rank_bundle(config)] * config.cluster.trainer_gpu_num
     return bundles
 
@@ -76,12 +75,12 @@ def _run_mode(config: Config, group, actors: Dict[str, object]) -> Dict[str, flo
 
     namespace = config.ray_namespace
     engines = len(engine_bundles(config))
-    if config.mode in (Mode.both, Mode.explore, Mode.bench):
+    if config.mode in EXPLORER_MODES:
         name = "benchmark" if config.mode == Mode.bench else config.explorer.name
         actors["explorer"] = (
             ray.remote(Explorer).options(name=name, namespace=namespace, num_cpus=0).remote(config, (group, 0))
         )
-    if config.mode in (Mode.both, Mode.train):
+    if config.mode in TRAINER_MODES:
         actors["trainer"] = (
             ray.remote(Trainer)
             .options(name=config.trainer.name, namespace=namespace, num_cpus=0)

@@ -20,6 +20,7 @@ from trinity.model.load import load_causal_lm
 from trinity.trainer.actor_loss import micro_weight
 from trinity.trainer.lr_schedule import make_scheduler
 from trinity.trainer.optim import build_optimizer, clip_gradients
+from trinity.trainer.token_stats import at_response_positions
 from trinity.trainer.train_state import extra_state_path, load_sharded, save_sharded
 
 HEAD_INIT_STD = 0.02
@@ -78,10 +79,8 @@ class Critic:
 
     def _forward(self, micro: Batch) -> torch.Tensor:
         ids = micro["input_ids"].to(self.device)
-        response_len = micro["response_mask"].shape[1]
-        values = self.model(ids, micro["attention_mask"].to(self.device), micro["position_ids"].to(self.device)).float()
-        prompt_len = ids.shape[1] - response_len
-        return values[:, prompt_len - 1 : prompt_len - 1 + response_len]
+        values = self.model(ids, micro["attention_mask"].to(self.device), micro["position_ids"].to(self.device))
+        return at_response_positions(values.float(), micro["response_mask"].shape[1])
 
     @torch.no_grad()
     def values(self, micro_batches: List[Batch]) -> List[torch.Tensor]:

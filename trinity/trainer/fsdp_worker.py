@@ -28,7 +28,7 @@ from trinity.trainer.critic import Critic
 from trinity.trainer.distributed import init_group
 from trinity.trainer.lr_schedule import make_scheduler
 from trinity.trainer.optim import build_optimizer, clip_gradients
-from trinity.trainer.token_stats import token_logprobs
+from trinity.trainer.token_stats import at_response_positions, token_logprobs
 from trinity.trainer.train_state import extra_state_path, load_sharded, save_sharded
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
@@ -111,12 +111,11 @@ class FSDPWorker:
             position_ids=micro["position_ids"].to(self.device),
             use_cache=False,
         ).logits
-        prompt_len = ids.shape[1] - response_len
-        logits = logits[:, prompt_len - 1 : prompt_len - 1 + response_len].float() / self.temperature
+        logits = at_response_positions(logits, response_len).float() / self.temperature
         actor = self.config.trainer.actor
         return token_logprobs(
             logits,
-            ids[:, prompt_len:],
+            ids[:, ids.shape[1] - response_len :],
             with_entropy,
             actor.entropy_from_logits_with_chunking,
             actor.entropy_checkpointing,
@@ -132,7 +131,6 @@ class FSDPWorker:
 
     # ---- one train step ----------------------------------------------------------------------
 
-    @torch.no_grad()
     def critic_values(self, micro_batches: List[Batch]) -> List[torch.Tensor]:
         return self.critic.values(micro_batches)
 

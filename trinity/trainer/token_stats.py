@@ -14,6 +14,13 @@ from torch.utils.checkpoint import checkpoint
 CHUNK_POSITIONS = 128  # response positions per chunk when chunking
 
 
+def at_response_positions(per_position: torch.Tensor, response_len: int) -> torch.Tensor:
+    """[B, T, ...] outputs of a causal model -> the R = response_len positions that predict (or value)
+    the response tokens: position t - 1 for response token t."""
+    prompt_len = per_position.shape[1] - response_len
+    return per_position[:, prompt_len - 1 : prompt_len - 1 + response_len]
+
+
 def entropy_of(logits: torch.Tensor) -> torch.Tensor:
     """H = logsumexp(z) - sum(softmax(z) * z) over the last dim."""
     return torch.logsumexp(logits, dim=-1) - (torch.softmax(logits, dim=-1) * logits).sum(-1)
