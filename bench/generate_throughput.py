@@ -18,7 +18,7 @@ from pathlib import Path
 import torch
 
 from trinity.config import compose, validate
-from trinity.explorer.engine import create_engine, engine_specs
+from trinity.explorer.backends import create_engine, engine_specs
 from trinity.explorer.sampling import SamplingParams
 from trinity.model.load import load_causal_lm
 

@@ -14,10 +14,10 @@ import pytest
 from tests.orchestration.conftest import small_config
 from trinity.config import compose, validate
 from trinity.config.algorithm import ALGORITHM_SCHEMAS, AlgorithmType, DataSchema
+from trinity.job_layout import completed_steps
 from trinity.model.load import resolve_model_path
 from trinity.monitor import read_scalars
 from trinity.orchestration.job import run_job
-from trinity.trainer.checkpoint import completed_steps
 
 PLAIN_SFT = "{prompt_type:plaintext,prompt_key:question,response_key:answer}"
 

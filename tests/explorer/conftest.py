@@ -4,7 +4,8 @@ import pytest
 import torch
 
 from tests.conftest import validated
-from trinity.explorer.engine import EngineSpec, create_engine, engine_specs
+from trinity.explorer.backends import create_engine
+from trinity.explorer.engine import EngineSpec, engine_specs
 
 torch.set_num_threads(1)
 

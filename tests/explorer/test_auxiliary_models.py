@@ -4,8 +4,8 @@
 import ray
 
 from tests.conftest import validated
-from trinity.config.rules import served_auxiliaries
-from trinity.explorer.actor import create_engines
+from trinity.config.topology import served_auxiliaries
+from trinity.explorer.engine_actor import create_engines
 from trinity.explorer.runner import TaskRunner
 from trinity.model.load import resolve_model_path
 from trinity.monitor import read_scalars

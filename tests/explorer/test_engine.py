@@ -8,7 +8,8 @@ import torch
 from safetensors.torch import load_file
 
 from tests.explorer.conftest import forward_logprobs, stop_first_state
-from trinity.explorer.engine import TaskTimeout, create_engine
+from trinity.explorer.backends import create_engine
+from trinity.explorer.engine import TaskTimeout
 from trinity.explorer.sampling import SamplingParams
 from trinity.model.tiny import ensure_tiny_model
 

@@ -4,7 +4,7 @@ import subprocess
 import sys
 
 from tests.conftest import problems, validated
-from trinity.explorer.registry import REWARD_FNS, WORKFLOWS
+from trinity.config.plugins import REWARD_FNS, WORKFLOWS
 from trinity.explorer.rewards import math_reward
 from trinity.explorer.workflows.math import MathMultiTurnWorkflow, MathWorkflow
 
@@ -30,7 +30,7 @@ def test_name_checks_do_not_import_torch():
         "import sys\n"
         "from trinity.config import compose, validate\n"
         "validate(compose(['checkpoint_root_dir=/tmp/trinity-tests', 'stages=[]']))\n"
-        "from trinity.explorer.registry import WORKFLOWS\n"
+        "from trinity.config.plugins import WORKFLOWS\n"
         "assert WORKFLOWS.problem('nope')\n"
         "assert 'torch' not in sys.modules, 'torch imported'\n"
     )

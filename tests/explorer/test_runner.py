@@ -11,8 +11,8 @@ import torch
 from safetensors.torch import load_file
 
 from tests.explorer.plugins import CountingWorkflow
-from trinity.explorer.actor import RemoteEngine, create_engines
 from trinity.explorer.engine import TaskTimeout
+from trinity.explorer.engine_actor import RemoteEngine, create_engines
 from trinity.explorer.runner import TaskRunner
 from trinity.explorer.sampling import SamplingParams
 from trinity.model.tiny import ensure_tiny_model

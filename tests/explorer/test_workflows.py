@@ -8,7 +8,7 @@ import torch
 from tests.explorer.conftest import forward_logprobs, stop_first_state
 from tests.explorer.plugins import always_correct, text_reward
 from trinity.buffer.task import Task
-from trinity.explorer.engine import create_engine
+from trinity.explorer.backends import create_engine
 from trinity.explorer.rewards import math_reward
 from trinity.explorer.task import RolloutTask, as_rollout_task
 from trinity.explorer.workflows.math import MathMultiTurnWorkflow, MathWorkflow

@@ -15,8 +15,9 @@ import ray
 import torch
 
 from tests.manager.light_actors import Module, start
+from trinity.job_layout import actor_dir
 from trinity.manager import RunningStatus, SyncError, Synchronizer
-from trinity.manager.checkpoint_shards import weights_dir, write_shard
+from trinity.manager.checkpoint_shards import write_shard
 from trinity.manager.status import SYNCHRONIZER_NAME
 
 pytestmark = pytest.mark.usefixtures("ray_cluster")
@@ -214,7 +215,7 @@ def test_checkpoint_publishes_when_the_last_of_world_size_shards_is_reported(mak
     ray.get(trainer.call.remote("set_trainer_status", RunningStatus.RUNNING))
     ray.get(explorer.call.remote("wait_new_model_state_dict", -1))
     full = torch.arange(10, dtype=torch.float32).reshape(5, 2)
-    directory = weights_dir(config.checkpoint_job_dir, 3)
+    directory = actor_dir(config.checkpoint_job_dir, 3)
     waiting = explorer.call.remote("wait_new_model_state_dict", 0)
     write_shard(directory, 0, 2, {"w": (full[:3], full.shape, 0)})
     assert ray.get(trainer.call.remote("set_model_state_dict_with_step_num", 3, 2)) == 3
@@ -227,8 +228,8 @@ def test_checkpoint_publishes_when_the_last_of_world_size_shards_is_reported(mak
     assert ray.get(sync.get_state_dict_meta.remote()) == [("w", "torch.float32", (5, 2))]
 
     # a report whose shards do not add up is refused with the reason
-    write_shard(weights_dir(config.checkpoint_job_dir, 4), 0, 2, {"w": (full[:2], full.shape, 0)})
-    write_shard(weights_dir(config.checkpoint_job_dir, 4), 1, 2, {"w": (full[3:], full.shape, 3)})
+    write_shard(actor_dir(config.checkpoint_job_dir, 4), 0, 2, {"w": (full[:2], full.shape, 0)})
+    write_shard(actor_dir(config.checkpoint_job_dir, 4), 1, 2, {"w": (full[3:], full.shape, 3)})
     ray.get(trainer.call.remote("set_model_state_dict_with_step_num", 4, 2))
     with pytest.raises(SyncError, match="weights of step 4 cannot be published: .*'w' has a gap at row 2"):
         ray.get(trainer.call.remote("set_model_state_dict_with_step_num", 4, 2))
@@ -240,20 +241,20 @@ def test_superseded_sync_dumps_are_removed_but_full_checkpoints_kept(make_config
     (trainer,) = join(config, "trainer")
     job = config.checkpoint_job_dir
     for step in (1, 2, 3, 4, 5):
-        write_shard(weights_dir(job, step), 0, 1, {"w": torch.full((4, 2), float(step))})
-    (weights_dir(job, 1) / "dcp").mkdir()  # other checkpoint content next to the shards stays
-    (weights_dir(job, 2).parent / ".full_checkpoint").touch()  # the trainer's flag of a full checkpoint
+        write_shard(actor_dir(job, step), 0, 1, {"w": torch.full((4, 2), float(step))})
+    (actor_dir(job, 1) / "dcp").mkdir()  # other checkpoint content next to the shards stays
+    (actor_dir(job, 2).parent / ".full_checkpoint").touch()  # the trainer's flag of a full checkpoint
 
     def shards(step):
-        return len(list(weights_dir(job, step).glob("*.safetensors"))) if weights_dir(job, step).exists() else 0
+        return len(list(actor_dir(job, step).glob("*.safetensors"))) if actor_dir(job, step).exists() else 0
 
     for step in (1, 2, 3, 4):
         assert ray.get(trainer.call.remote("set_model_state_dict_with_step_num", step, 1)) == step
     # the current and the previous version stay (an explorer may still be opening it); older dumps go
-    assert [p.name for p in weights_dir(job, 1).iterdir()] == ["dcp"]
+    assert [p.name for p in actor_dir(job, 1).iterdir()] == ["dcp"]
     assert (shards(2), shards(3), shards(4)) == (1, 1, 1)  # 2 is a full checkpoint: it keeps its weights
     ray.get(trainer.call.remote("set_model_state_dict_with_step_num", 5, 1))
-    assert not weights_dir(job, 3).parent.exists()  # an emptied step directory goes too
+    assert not actor_dir(job, 3).parent.exists()  # an emptied step directory goes too
     assert (shards(2), shards(4), shards(5)) == (1, 1, 1)
 
 

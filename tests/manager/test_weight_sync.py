@@ -21,6 +21,7 @@ from tests.manager.actors import (
     ready,
     same_weights,
 )
+from trinity.job_layout import actor_dir
 from trinity.manager import RunningStatus, SyncError, Synchronizer
 from trinity.manager.checkpoint_shards import (
     ShardError,
@@ -28,7 +29,6 @@ from trinity.manager.checkpoint_shards import (
     read_shard_index,
     remove_shards,
     shard_file_name,
-    weights_dir,
     write_shard,
 )
 from trinity.manager.collective import plan_buckets
@@ -128,7 +128,7 @@ def test_checkpoint_single_rank_and_latest(job):
     assert ray.get(explorer.pull.remote()) == 5 and same_weights(ray.get(explorer.state.remote())[1], 5)
     # files of the newest version that vanish (not superseded by a newer one) are an error that says so
     ray.get(trainer.publish_checkpoint.remote(6))
-    remove_shards(weights_dir(config.checkpoint_job_dir, 6))
+    remove_shards(actor_dir(config.checkpoint_job_dir, 6))
     with pytest.raises(SyncError, match="the weights of version 6 cannot be read: .*missing"):
         ray.get(explorer.pull.remote())
     assert ray.get(explorer.state.remote())[0] == 5

@@ -9,9 +9,9 @@ import ray
 from tests.orchestration.conftest import small_config
 from tests.orchestration.test_modes import SFT
 from trinity.explorer.explorer import Explorer
+from trinity.job_layout import completed_steps
 from trinity.manager import SyncError, Synchronizer
 from trinity.orchestration.job import run_job
-from trinity.trainer.checkpoint import completed_steps
 
 
 def test_two_experiments_in_one_cluster_do_not_see_each_other(ray_cluster, tmp_path):

@@ -5,9 +5,9 @@ import json
 import ray
 
 from tests.orchestration.conftest import small_config
+from trinity.job_layout import completed_steps
 from trinity.monitor import read_scalars
 from trinity.orchestration.job import run_job
-from trinity.trainer.checkpoint import completed_steps
 
 SFT = ["algorithm=sft", "buffer.total_steps=3", "buffer.train_batch_size=8", "trainer.save_interval=1",
        "buffer.trainer_input.experience_buffer.path=${data.dir}/sft.jsonl",

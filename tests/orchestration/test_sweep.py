@@ -5,7 +5,7 @@ import subprocess
 import sys
 
 from tests.orchestration.conftest import SMALL
-from trinity.trainer.checkpoint import completed_steps
+from trinity.job_layout import completed_steps
 
 
 def test_two_job_sweep_has_distinct_outputs(tmp_path):

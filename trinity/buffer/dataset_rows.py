@@ -13,7 +13,7 @@ from typing import Any, Dict, List, Optional, Tuple
 from trinity.buffer.chat import Chat, parse_chat, tokenize_chat, tokenize_plain, with_system
 from trinity.buffer.experience import Experience
 from trinity.config.algorithm import DataSchema
-from trinity.config.buffer import DatasetFormatConfig, PromptType
+from trinity.config.buffer import DatasetFormatConfig, PromptType, default_prompt_type
 
 
 @dataclass
@@ -36,9 +36,7 @@ class RowFormatter:
         if schema not in (DataSchema.sft, DataSchema.dpo):
             raise ValueError(f"{owner}: rows of schema {schema} are not a dataset of sft or dpo examples")
         self.schema, self.fmt, self.tokenizer, self.limits, self.owner = schema, fmt, tokenizer, limits, owner
-        self.prompt_type = fmt.prompt_type or (
-            PromptType.plaintext if schema == DataSchema.dpo else PromptType.messages
-        )
+        self.prompt_type = fmt.prompt_type or default_prompt_type(schema)
 
     def required_columns(self) -> List[str]:
         fmt = self.fmt

@@ -65,7 +65,7 @@ def trainer_reader(config, tokenizer=None) -> ExperienceReader:
     Batches are buffer.train_batch_size experiences."""
     buffer, model = config.buffer, config.model
     experience_buffer = buffer.trainer_input.experience_buffer
-    if config.algorithm.schema in (DataSchema.sft, DataSchema.dpo):
+    if config.algorithm.trains_from_dataset:
         return make_dataset_reader(
             experience_buffer,
             config.algorithm.schema,

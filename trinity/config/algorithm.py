@@ -66,6 +66,8 @@ class AlgorithmConfig:
     compute_advantage_in_trainer: ClassVar[bool] = False
     uses_teacher: ClassVar[bool] = False  # trainer ranks score responses with explorer.auxiliary_models[0]
     schema: ClassVar[DataSchema] = DataSchema.experience
+    trains_from_dataset: ClassVar[bool] = False  # reads a dataset, not rollouts: no explorer, checkpoint sync
+    rows_per_example: ClassVar[int] = 1  # buffer rows that make one training example
 
     algorithm_type: AlgorithmType = setting(AlgorithmType.grpo, help="Algorithm; chosen by the algorithm group option.")
     repeat_times: int = setting(2, help="Responses sampled per task (the group size).", ge=1)
@@ -121,6 +123,8 @@ class DPOConfig(AlgorithmConfig):
 
     reference_in_loss: ClassVar[bool] = True
     schema: ClassVar[DataSchema] = DataSchema.dpo
+    trains_from_dataset: ClassVar[bool] = True
+    rows_per_example: ClassVar[int] = 2  # (chosen, rejected)
     algorithm_type: AlgorithmType = AlgorithmType.dpo
     advantage_fn: Optional[str] = None
     policy_loss_fn: str = "dpo"
@@ -131,6 +135,7 @@ class SFTConfig(AlgorithmConfig):
     """Supervised fine-tuning on a dataset of prompts and responses."""
 
     schema: ClassVar[DataSchema] = DataSchema.sft
+    trains_from_dataset: ClassVar[bool] = True
     algorithm_type: AlgorithmType = AlgorithmType.sft
     repeat_times: int = 1
     advantage_fn: Optional[str] = None

@@ -3,8 +3,10 @@
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional
 
+from trinity.config.algorithm import DataSchema
 from trinity.config.choices import Choice
 from trinity.config.fields import setting
+from trinity.config.model import TOP_LOGPROBS
 
 
 class StorageType(Choice):
@@ -16,6 +18,11 @@ class StorageType(Choice):
 class PromptType(Choice):
     messages = "messages"
     plaintext = "plaintext"
+
+
+def default_prompt_type(schema: DataSchema) -> PromptType:
+    """How dataset rows hold their prompt when the format leaves it open: dpo pairs as plain text, else chat."""
+    return PromptType.plaintext if schema == DataSchema.dpo else PromptType.messages
 
 
 class PriorityFn(Choice):
@@ -66,7 +73,7 @@ class RolloutArgs:
     temperature: float = setting(1.0, help="Sampling temperature.", ge=0, le=2)
     top_p: Optional[float] = setting(None, help="Nucleus mass; empty means model.top_p.", gt=0, le=1, auto=True)
     top_k: Optional[int] = setting(None, help="Top-k; empty means model.top_k.", ge=-1, auto=True)
-    logprobs: int = setting(0, help="Extra top-k logprobs per generated token.", ge=0, le=20)
+    logprobs: int = setting(0, help="Extra top-k logprobs per generated token.", ge=0, le=20, unapplied=TOP_LOGPROBS)
     max_tokens: Optional[int] = setting(
         None, help="Most tokens per response; empty means model.max_response_tokens.", ge=1, auto=True
     )

@@ -28,6 +28,8 @@ buffer.batch_size=16`. Groups are chosen with `group=option` (`algorithm=ppo tra
 
 Columns: *allowed* lists an Enum's values or a numeric range. **auto** fields may be left empty and
 are then filled by validation; **derived** fields are always computed by validation and cannot be set.
+**Not applied** fields are accepted so configs of the original system translate, but nothing runs them
+yet: validation refuses any value but the default and says what to use instead.
 `python -m trinity ... dry_run=true` prints every derived value.
 
 **Devices.** `cluster.gpu_per_node=0` (the default) uses the local GPUs when there are any. On a
@@ -81,9 +83,10 @@ def _rows(cls: type, prefix: str, skip: tuple = ()) -> list:
             )
             rows += _rows(item, shape + ".", skip)
             continue
+        unapplied = f" **Not applied** (only the default is accepted): {info.unapplied}." if info.unapplied else ""
         rows.append(
             f"| `{path}` | {_cell(type_name(info.type))} | {_cell(_default(info))} | {_cell(_allowed(info))} | "
-            f"{_cell(info.help)} |"
+            f"{_cell(info.help + unapplied)} |"
         )
     return rows
 

@@ -18,6 +18,10 @@ class Dtype(Choice):
     float32 = "float32"
 
 
+VLLM_ONLY = "it configures the vLLM engine, which is not available yet (engine_type=hf runs transformers generate)"
+NO_OPENAI_API = "engines serve no OpenAI-compatible API yet; workflows call self.engine.chat / generate directly"
+
+
 @dataclass
 class InferenceModelConfig:
     """One served model: the rollout policy or an auxiliary model (judge, teacher)."""
@@ -25,22 +29,42 @@ class InferenceModelConfig:
     model_path: Optional[str] = setting(
         None, help="Weights to serve; for the rollout model empty means model.model_path.", auto=True
     )
-    name: Optional[str] = setting(None, help="Name workflows use to find an auxiliary model.")
+    name: Optional[str] = setting(
+        None,
+        help="Name workflows use to find an auxiliary model.",
+        unapplied="workflows reach auxiliary models by position (self.auxiliary_engines[i], config order)",
+    )
     engine_type: EngineType = setting(EngineType.hf, help="Backend: hf (transformers generate) or vllm.")
     engine_num: int = setting(2, help="Number of engine replicas (Ray actors).", ge=1)
     tensor_parallel_size: int = setting(1, help="Devices each engine spans.", ge=1)
-    enforce_eager: bool = setting(True, help="vLLM only: disable CUDA graphs.")
-    enable_prefix_caching: bool = setting(False, help="vLLM only: reuse KV cache across shared prefixes.")
-    enable_chunked_prefill: bool = setting(False, help="vLLM only: split long prefills into chunks.")
-    gpu_memory_utilization: float = setting(0.9, help="vLLM only: share of GPU memory the engine may take.", gt=0, le=1)
+    enforce_eager: bool = setting(True, help="vLLM only: disable CUDA graphs.", unapplied=VLLM_ONLY)
+    enable_prefix_caching: bool = setting(
+        False, help="vLLM only: reuse KV cache across shared prefixes.", unapplied=VLLM_ONLY
+    )
+    enable_chunked_prefill: bool = setting(
+        False, help="vLLM only: split long prefills into chunks.", unapplied=VLLM_ONLY
+    )
+    gpu_memory_utilization: float = setting(
+        0.9, help="vLLM only: share of GPU memory the engine may take.", gt=0, le=1, unapplied=VLLM_ONLY
+    )
     dtype: Dtype = setting(Dtype.bfloat16, help="Weight and activation dtype of the engine.")
     seed: int = setting(42, help="Sampling seed of the engine.")
     enable_thinking: bool = setting(False, help="Pass enable_thinking to the chat template (Qwen3-style models).")
-    enable_history: bool = setting(False, help="Record the messages of each call for workflows that read them.")
-    enable_openai_api: bool = setting(False, help="Expose the engine to workflows through an OpenAI-compatible API.")
-    enable_auto_tool_choice: bool = setting(False, help="Let the model decide when to call tools (OpenAI API).")
-    tool_call_parser: Optional[str] = setting(None, help="Tool-call parser of the OpenAI API, e.g. hermes.")
-    reasoning_parser: Optional[str] = setting(None, help="Reasoning parser of the OpenAI API, e.g. deepseek_r1.")
+    enable_history: bool = setting(
+        False, help="Record the messages of each call for workflows that read them.", unapplied=NO_OPENAI_API
+    )
+    enable_openai_api: bool = setting(
+        False, help="Expose the engine to workflows through an OpenAI-compatible API.", unapplied=NO_OPENAI_API
+    )
+    enable_auto_tool_choice: bool = setting(
+        False, help="Let the model decide when to call tools (OpenAI API).", unapplied=NO_OPENAI_API
+    )
+    tool_call_parser: Optional[str] = setting(
+        None, help="Tool-call parser of the OpenAI API, e.g. hermes.", unapplied=NO_OPENAI_API
+    )
+    reasoning_parser: Optional[str] = setting(
+        None, help="Reasoning parser of the OpenAI API, e.g. deepseek_r1.", unapplied=NO_OPENAI_API
+    )
     temperature: Optional[float] = setting(
         None, help="Sampling temperature; empty means model.temperature.", ge=0, auto=True
     )

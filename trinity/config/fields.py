@@ -2,8 +2,8 @@
 
 `setting(...)` is `dataclasses.field` plus metadata: a one-line help string, numeric bounds, and
 whether the field is *derived* (filled by validation, never set by users) or *auto* (optional:
-validation fills it when left empty). `field_infos(cls)` reads those facts back, including the
-allowed values of Enum-typed fields.
+validation fills it when left empty), and whether it is *unapplied* (accepted only at its default).
+`field_infos(cls)` reads those facts back, including the allowed values of Enum-typed fields.
 """
 
 import dataclasses
@@ -25,9 +25,14 @@ def setting(
     lt: Optional[float] = None,
     auto: bool = False,
     derived: bool = False,
+    unapplied: str = "",
 ) -> Any:
-    """A dataclass field with help text and bounds; `factory` replaces `default` for mutable values."""
+    """A dataclass field with help text and bounds; `factory` replaces `default` for mutable values.
+
+    `unapplied` says why nothing runs the field yet (and what to use instead): validation refuses any
+    value but the default, and docs and the Studio mark it, so it is never silently accepted."""
     metadata = {"help": help, "ge": ge, "gt": gt, "le": le, "lt": lt, "auto": auto, "derived": derived}
+    metadata["unapplied"] = unapplied
     if factory is not None:
         return dataclasses.field(default_factory=factory, metadata=metadata)
     return dataclasses.field(default=default, metadata=metadata)
@@ -47,6 +52,7 @@ class FieldInfo:
     lt: Optional[float] = None
     auto: bool = False
     derived: bool = False
+    unapplied: str = ""  # why no engine applies it yet; empty for every field that is applied
 
     @property
     def base_type(self) -> Any:
@@ -165,6 +171,7 @@ def field_infos(cls: type) -> dict:
             lt=meta["lt"],
             auto=meta["auto"],
             derived=meta["derived"],
+            unapplied=meta["unapplied"],
         )
     return infos
 

@@ -360,7 +360,7 @@ class MixSampleArgs:
 
 SAMPLE_STRATEGY = FunctionRegistry(
     "sample_strategy",
-    "trinity.algorithm.sample_strategy",
+    "trinity.buffer.sample_strategy",
     [
         FunctionSpec("default", NoArgs, "read train_batch_size experiences from the experience buffer"),
         FunctionSpec("warmup", NoArgs, "deprecated alias of default"),

@@ -17,6 +17,9 @@ class TinyTokenizer(Choice):
     bpe = "bpe"
 
 
+TOP_LOGPROBS = "engines return the logprob of each sampled token only, which is what training reads"
+
+
 @dataclass
 class ModelConfig:
     """A Hugging Face causal LM: a local directory or a hub name already in the local HF cache."""
@@ -45,7 +48,10 @@ class ModelConfig:
     top_p: float = setting(1.0, help="Default nucleus-sampling mass of rollouts.", gt=0, le=1)
     top_k: int = setting(-1, help="Default top-k of rollouts; -1 disables it.", ge=-1)
     logprobs: int = setting(
-        0, help="Extra top-k logprobs returned per generated token (the sampled one is always).", ge=0
+        0,
+        help="Extra top-k logprobs returned per generated token (the sampled one is always).",
+        ge=0,
+        unapplied=TOP_LOGPROBS,
     )
     repetition_penalty: float = setting(1.0, help="Default repetition penalty of rollouts; 1 disables it.", gt=0)
 

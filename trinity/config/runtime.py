@@ -7,7 +7,7 @@ from typing import List
 from trinity.config.errors import ConfigError, Problem
 from trinity.config.explorer import EngineType
 from trinity.config.root import Config
-from trinity.config.rules import EXPLORER_MODES, TRAINER_MODES, served_engines
+from trinity.config.topology import EXPLORER_MODES, TRAINER_MODES, served_engines
 from trinity.config.trainer import TrainerStrategy
 from trinity.config.validate import Validated
 

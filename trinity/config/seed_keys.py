@@ -298,7 +298,7 @@ SEED_KEYS = [
         note="trinity trains with its own torch engine",
     ),
     _field(T, "save_interval", "trainer.save_interval", 100),
-    _field(T, "enable_preview", "trainer.enable_preview", True),
+    _field(T, "enable_preview", "trainer.enable_preview", True, ours=False, note="previews are not logged (unapplied)"),
     _field(T, "actor_grad_clip", "trainer.grad_clip", 1.0),
     _composite(
         T,
@@ -310,7 +310,8 @@ SEED_KEYS = [
             "trainer.use_dynamic_bsz": True,
             "trainer.use_fused_kernels": False,
         },
-        note="one flag per multiselect option",
+        ours={"trainer.use_remove_padding": False},
+        note="one flag per multiselect option; padding is not removed (unapplied), so it defaults to off",
     ),
     _field(T, "ppo_epochs", "trainer.ppo_epochs", 1),
     _field(

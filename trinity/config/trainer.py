@@ -107,7 +107,13 @@ class ActorConfig:
     ppo_max_token_len_per_gpu: int = setting(
         16384, help="Token budget of one micro batch when use_dynamic_bsz is on.", ge=1
     )
-    ulysses_sequence_parallel_size: int = setting(1, help="Devices one sequence is split across.", ge=1, le=8)
+    ulysses_sequence_parallel_size: int = setting(
+        1,
+        help="Devices one sequence is split across.",
+        ge=1,
+        le=8,
+        unapplied="sequence parallelism is not implemented: each sequence stays on one device",
+    )
     entropy_from_logits_with_chunking: bool = setting(False, help="Compute entropy in chunks to save memory.")
     entropy_checkpointing: bool = setting(False, help="Recompute entropy in backward instead of storing it.")
     checkpoint: ActorCheckpointConfig = setting(help="What actor checkpoints hold.", factory=ActorCheckpointConfig)
@@ -133,7 +139,13 @@ class CriticConfig:
     grad_clip: float = setting(1.0, help="Max gradient norm of the critic; 0 disables clipping.", ge=0)
     cliprange_value: float = setting(0.5, help="Clip range of the value loss around old values.", gt=0)
     ppo_micro_batch_size_per_gpu: int = setting(8, help="Experiences per critic pass on one device.", ge=1)
-    ulysses_sequence_parallel_size: int = setting(1, help="Devices one sequence is split across (critic).", ge=1, le=8)
+    ulysses_sequence_parallel_size: int = setting(
+        1,
+        help="Devices one sequence is split across (critic).",
+        ge=1,
+        le=8,
+        unapplied="sequence parallelism is not implemented: each sequence stays on one device",
+    )
     checkpoint: CriticCheckpointConfig = setting(help="What critic checkpoints hold.", factory=CriticCheckpointConfig)
 
 
@@ -150,26 +162,48 @@ class TrainerConfig:
     save_hf_checkpoint: SaveHFCheckpoint = setting(
         SaveHFCheckpoint.last, help="When to also export HF safetensors: last checkpoint, always or never."
     )
-    enable_preview: bool = setting(True, help="Log representative samples (min/max reward) while training.")
+    enable_preview: bool = setting(
+        False,
+        help="Log representative samples (min/max reward) while training.",
+        unapplied="sample previews are not logged; read responses from a file or sql experience buffer",
+    )
     grad_clip: float = setting(1.0, help="Max gradient norm of the actor; 0 disables clipping.", ge=0)
     ppo_epochs: int = setting(1, help="Passes over each train batch (actor and critic).", ge=1)
     balance_batch: bool = setting(True, help="Balance tokens across data-parallel ranks.")
     enable_gradient_checkpointing: bool = setting(True, help="Recompute activations in backward to save memory.")
-    use_remove_padding: bool = setting(True, help="Pack sequences without padding tokens.")
+    use_remove_padding: bool = setting(
+        False,
+        help="Pack sequences without padding tokens.",
+        unapplied="micro batches are padded; use_dynamic_bsz already groups rows of similar length",
+    )
     use_dynamic_bsz: bool = setting(True, help="Form micro batches by token budget (ppo_max_token_len_per_gpu).")
-    use_fused_kernels: bool = setting(False, help="Use fused logprob/entropy kernels.")
+    use_fused_kernels: bool = setting(
+        False,
+        help="Use fused logprob/entropy kernels.",
+        unapplied="no fused kernels; trainer.actor.entropy_from_logits_with_chunking saves the memory instead",
+    )
     mixed_precision: MixedPrecision = setting(
         MixedPrecision.auto,
         help="Compute dtype of training; auto: bfloat16 on CUDA GPUs that support it, else float32.",
     )
-    impl_backend: ImplBackend = setting(ImplBackend.triton, help="Backend of the fused kernels.")
+    impl_backend: ImplBackend = setting(
+        ImplBackend.triton, help="Backend of the fused kernels.", unapplied="there are no fused kernels to run"
+    )
     resume_mode: ResumeMode = setting(
         ResumeMode.auto, help="auto: latest checkpoint; disable: start fresh; resume_path: resume_from_path."
     )
     resume_from_path: str = setting("", help="Checkpoint directory (.../global_step_N) for resume_mode=resume_path.")
     critic_warmup: int = setting(0, help="Steps that train only the critic before the actor starts.", ge=0)
-    default_hdfs_dir: Optional[str] = setting(None, help="Remote directory (fsspec URL) checkpoints are copied to.")
-    del_local_ckpt_after_load: bool = setting(False, help="Delete the local checkpoint once it has been loaded.")
+    default_hdfs_dir: Optional[str] = setting(
+        None,
+        help="Remote directory (fsspec URL) checkpoints are copied to.",
+        unapplied="checkpoints stay under checkpoint_root_dir; point it at shared storage instead",
+    )
+    del_local_ckpt_after_load: bool = setting(
+        False,
+        help="Delete the local checkpoint once it has been loaded.",
+        unapplied="checkpoints are pruned by max_actor_ckpt_to_keep / max_critic_ckpt_to_keep",
+    )
     max_actor_ckpt_to_keep: Optional[int] = setting(None, help="Newest actor checkpoints kept; empty keeps all.", ge=1)
     max_critic_ckpt_to_keep: Optional[int] = setting(
         None, help="Newest critic checkpoints kept; empty keeps all.", ge=1

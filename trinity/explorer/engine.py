@@ -5,7 +5,7 @@
 base of in-process backends: it fits prompts into the context budget and turns `generate` into
 `generate_rows` (one response per row, each with its own token limit and deadline), which is also
 what the engine actor calls when it merges concurrent requests into one batch. The transformers
-backend is `trinity.explorer.hf_engine.HFEngine`; a vLLM backend is a second `LocalEngine`.
+backend is `trinity.explorer.hf_engine.HFEngine`; `trinity.explorer.backends` picks one per engine type.
 """
 
 import threading
@@ -14,7 +14,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
-from trinity.config.explorer import EngineType, InferenceModelConfig
+from trinity.config.explorer import InferenceModelConfig
 from trinity.config.model import TinyModelConfig
 from trinity.explorer.sampling import Sample, SamplingParams
 
@@ -180,14 +180,3 @@ class LocalEngine(RolloutEngine):
             if isinstance(result, TaskTimeout):
                 raise result
         return [results[i * params.n : (i + 1) * params.n] for i in range(len(prompts))]
-
-
-def create_engine(spec: EngineSpec) -> LocalEngine:
-    """The backend `spec.model.engine_type` names."""
-    if spec.model.engine_type == EngineType.hf:
-        from trinity.explorer.hf_engine import HFEngine
-
-        return HFEngine(spec)
-    raise NotImplementedError(
-        f"engine_type={spec.model.engine_type} has no backend yet; use explorer=default (engine_type=hf)"
-    )

@@ -24,13 +24,14 @@ from trinity.buffer.taskset import eval_taskset_readers, train_taskset_reader
 from trinity.config.buffer import StorageType
 from trinity.config.functions import ADVANTAGE_FN
 from trinity.config.root import Config, Mode, SyncMethod, SyncStyle
-from trinity.config.rules import served_auxiliaries
-from trinity.explorer.actor import create_engines
+from trinity.config.topology import served_auxiliaries
+from trinity.explorer.engine_actor import create_engines
 from trinity.explorer.runner import TaskRunner
+from trinity.job_layout import completed_steps
+from trinity.logs import apply_log_level
 from trinity.manager import RunningStatus, StateManager, Synchronizer
 from trinity.manager.weight_sync import nccl_handshake
 from trinity.monitor import Monitor
-from trinity.trainer.checkpoint import completed_steps
 
 logger = logging.getLogger(__name__)
 
@@ -38,6 +39,7 @@ logger = logging.getLogger(__name__)
 class Explorer:
     def __init__(self, config: Config, placement: Optional[Tuple[Any, int]] = None):
         """`placement`: (placement group, first bundle) reserved for the engines, see orchestration.cluster."""
+        apply_log_level(config)
         self.config = config
         self.name = config.explorer.name
         self.state = StateManager(config.checkpoint_job_dir, explorer_name=self.name, trainer_name=config.trainer.name)

@@ -19,10 +19,10 @@ from dataclasses import dataclass, replace
 from typing import Any, Deque, Dict, List, Optional, Sequence, Tuple
 
 from trinity.buffer.experience import Experience
-from trinity.config.rules import served_auxiliaries
-from trinity.explorer.actor import RemoteEngine
+from trinity.config.plugins import REWARD_FNS, WORKFLOWS
+from trinity.config.topology import served_auxiliaries
 from trinity.explorer.engine import EngineSpec, TaskTimeout, TextCodec, engine_specs
-from trinity.explorer.registry import REWARD_FNS, WORKFLOWS
+from trinity.explorer.engine_actor import RemoteEngine
 from trinity.explorer.task import RolloutTask, as_rollout_task
 from trinity.explorer.workflows.base import REWARD_SECONDS
 

@@ -53,11 +53,6 @@ class ShardError(ValueError):
     """A shard directory whose files do not add up to one state dict (missing rank, gap, overlap, mismatch)."""
 
 
-def weights_dir(job_dir: Union[str, Path], step: int) -> Path:
-    """Where the shards of step N live: `<job_dir>/global_step_N/actor`."""
-    return Path(job_dir) / f"global_step_{step}" / "actor"
-
-
 def shard_file_name(rank: int, world_size: int) -> str:
     return f"model_world_size_{world_size}_rank_{rank}.safetensors"
 

@@ -28,19 +28,18 @@ from typing import Any, Callable, Dict, List, Optional, Set, Tuple
 import ray
 from ray.exceptions import RayActorError
 
+from trinity.job_layout import FULL_FLAG, actor_dir
 from trinity.manager.checkpoint_shards import (
     ShardError,
     read_shard_index,
     remove_shards,
     shard_world_sizes,
-    weights_dir,
 )
 from trinity.manager.errors import SyncError
 from trinity.manager.group_spec import DEFAULT_BUCKET_BYTES, WeightSyncGroupSpec
 from trinity.manager.liveness import Module, ModuleWatch, Role, actor_id_of
 from trinity.manager.published_weights import CheckpointWeights, ObjectStoreWeights, state_dict_meta
 from trinity.manager.status import SYNCHRONIZER_NAME, RunningStatus
-from trinity.trainer.checkpoint import FULL_FLAG
 
 logger = logging.getLogger(__name__)
 
@@ -304,7 +303,7 @@ class Synchronizer:
             await asyncio.to_thread(_discard_sync_dump, Path(self._published_dumps.pop(0)))
 
     def _actor_dir(self, step: int) -> Path:
-        return weights_dir(self.config.checkpoint_job_dir, step)
+        return actor_dir(self.config.checkpoint_job_dir, step)
 
     def _latest_complete_step(self) -> int:
         job_dir = Path(self.config.checkpoint_job_dir)

@@ -50,7 +50,8 @@ import ray
 import torch
 from ray.exceptions import ObjectLostError, OwnerDiedError
 
-from trinity.manager.checkpoint_shards import ShardError, ShardInput, read_full_state_dict, weights_dir, write_shard
+from trinity.job_layout import actor_dir
+from trinity.manager.checkpoint_shards import ShardError, ShardInput, read_full_state_dict, write_shard
 from trinity.manager.collective import WeightBroadcastGroup
 from trinity.manager.errors import SyncError
 from trinity.manager.group_spec import WeightSyncGroupSpec
@@ -84,7 +85,7 @@ def publish_checkpoint_shard(
     synchronizer: Any, job_dir: str, step: int, rank: int, world_size: int, shard: Mapping[str, ShardInput]
 ) -> int:
     """Trainer rank `rank`: write its shard of step `step` and report it; returns the step."""
-    write_shard(weights_dir(job_dir, step), rank, world_size, shard)
+    write_shard(actor_dir(job_dir, step), rank, world_size, shard)
     return ray.get(synchronizer.set_model_state_dict_with_step_num.remote(step, world_size))
 
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from trinity.atomic_file import fsync_directory
 from trinity.config.model import TinyModelConfig
-from trinity.config.rules import tiny_model_dir
+from trinity.config.paths import tiny_model_dir
 from trinity.model import tiny_tokenizer
 
 SPEC_FILE = "trinity_tiny.json"

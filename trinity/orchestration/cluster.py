@@ -12,7 +12,6 @@ from typing import List, Optional
 
 import ray
 from ray.util.placement_group import PlacementGroup, placement_group, remove_placement_group
-from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
 from trinity.config.root import Config
 
@@ -81,17 +80,6 @@ def reserve(config: Config, bundles: List[dict], progress_every_s: float = 30.0)
             "job %r waits for %s (held by other jobs) since %.0f s; available now: %s",
             config.ray_namespace, needed, time.monotonic() - started, ray.available_resources(),
         )  # fmt: skip
-
-
-def in_bundle(group: Optional[PlacementGroup], index: int) -> dict:
-    """Actor options that pin it to bundle `index` of the job's placement group."""
-    if group is None:
-        return {}
-    return {
-        "scheduling_strategy": PlacementGroupSchedulingStrategy(
-            placement_group=group, placement_group_bundle_index=index
-        )
-    }
 
 
 def release(group: Optional[PlacementGroup]) -> None:

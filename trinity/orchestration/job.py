@@ -16,7 +16,8 @@ import ray
 from trinity.buffer.queue_storage import destroy_queue
 from trinity.config.buffer import StorageType
 from trinity.config.root import Config, Mode
-from trinity.config.rules import EXPLORER_MODES, TRAINER_MODES, served_engines
+from trinity.config.topology import EXPLORER_MODES, TRAINER_MODES, served_engines
+from trinity.logs import apply_log_level
 from trinity.manager import Synchronizer
 from trinity.orchestration.cluster import connect, engine_bundle, rank_bundle, release, reserve
 from trinity.orchestration.progress import ProgressBar
@@ -54,6 +55,7 @@ def job_bundles(config: Config) -> List[dict]:
 
 def run_job(config: Config) -> Dict[str, float]:
     """Run `config` to the end; returns the final metrics of its trainer and explorer."""
+    apply_log_level(config)
     prepare_data(config)
     connect(config)
     group = reserve(config, job_bundles(config))

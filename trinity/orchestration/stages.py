@@ -12,9 +12,9 @@ from typing import Dict
 from trinity.config.model import ModelConfig
 from trinity.config.root import Config
 from trinity.config.validate import Validated
+from trinity.job_layout import CheckpointError, actor_dir, latest_step
 from trinity.manager import StateManager
 from trinity.orchestration.job import run_job
-from trinity.trainer.checkpoint import CheckpointError, actor_dir, latest_step
 
 logger = logging.getLogger(__name__)
 

@@ -20,6 +20,7 @@ from torch.distributed.fsdp import CPUOffloadPolicy, MixedPrecisionPolicy, fully
 
 from trinity.buffer.batch import Batch
 from trinity.config.root import Config
+from trinity.logs import apply_log_level
 from trinity.manager.checkpoint_shards import dim0_shard, write_shard
 from trinity.manager.weight_sync import NcclSender, publish_checkpoint_shard, publish_memory, state_dict_meta
 from trinity.model.load import load_causal_lm, load_tokenizer, resolve_model_path
@@ -38,6 +39,7 @@ class FSDPWorker:
     def __init__(
         self, config: Config, rank: int, world_size: int, master_address: str, master_port: int, total_steps: int
     ):
+        apply_log_level(config)
         self.config, self.rank, self.world_size = config, rank, world_size
         trainer = config.trainer
         if config.cluster.device_type == "cpu":

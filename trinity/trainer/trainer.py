@@ -21,23 +21,16 @@ import ray
 from trinity.buffer.batch import Batch, collate
 from trinity.buffer.errors import BufferExhausted
 from trinity.buffer.taskset import train_taskset_reader
-from trinity.config.algorithm import DataSchema
 from trinity.config.functions import ADVANTAGE_FN, KL_PENALTY_FN, SAMPLE_STRATEGY
 from trinity.config.root import Config, Mode, SyncMethod, SyncStyle
 from trinity.config.trainer import ResumeMode
+from trinity.job_layout import CheckpointError, actor_dir, critic_dir, mark_complete
+from trinity.logs import apply_log_level
 from trinity.manager import RunningStatus, StateManager, Synchronizer
 from trinity.model.load import load_tokenizer, resolve_model_path
 from trinity.monitor import Monitor
-from trinity.orchestration.cluster import in_bundle
-from trinity.trainer.checkpoint import (
-    CheckpointError,
-    actor_dir,
-    critic_dir,
-    mark_complete,
-    prune,
-    prune_critic,
-    resume_dir,
-)
+from trinity.placement import in_bundle
+from trinity.trainer.checkpoint import prune, prune_critic, resume_dir
 from trinity.trainer.distributed import free_port, node_address
 from trinity.trainer.fsdp_worker import FSDPWorker
 from trinity.trainer.micro_batch import plan, select
@@ -51,6 +44,7 @@ CONTROLLER_STATE = "trainer_state.json"  # controller-side training state (adapt
 class Trainer:
     def __init__(self, config: Config, placement: Optional[Tuple[Any, int]] = None):
         """`placement`: (placement group, first bundle) reserved for the ranks, see orchestration.cluster."""
+        apply_log_level(config)
         self.placement = placement
         self.config = config
         self.name = config.trainer.name
@@ -167,8 +161,7 @@ class Trainer:
             batch["teacher_logprobs"] = await self._per_token("teacher_logprobs", batch, micro_size)
         if self.kl_penalty is not None or self.advantage is not None:
             metrics.update(await self._trainer_side_advantages(batch))
-        pair = 2 if algorithm.schema == DataSchema.dpo else 1
-        rows = self._plan(batch, trainer.actor.ppo_micro_batch_size_per_gpu, pair)
+        rows = self._plan(batch, trainer.actor.ppo_micro_batch_size_per_gpu, algorithm.rows_per_example)
         critic_rows = self._plan(batch, trainer.critic.ppo_micro_batch_size_per_gpu) if algorithm.use_critic else None
         update_actor = self.step >= trainer.critic_warmup
         tokens, count = int(batch["response_mask"].sum()), batch["input_ids"].shape[0]
@@ -321,8 +314,8 @@ class Trainer:
 def planned_train_steps(config: Config, strategy) -> int:
     """Train steps the run will take: buffer.total_steps, or what the data yields over total_epochs."""
     buffer, algorithm = config.buffer, config.algorithm
-    if algorithm.schema != DataSchema.experience:
-        rows_per_step = buffer.train_batch_size // (2 if algorithm.schema == DataSchema.dpo else 1)
+    if algorithm.trains_from_dataset:
+        rows_per_step = buffer.train_batch_size // algorithm.rows_per_example
         if buffer.total_steps:
             return buffer.total_steps
         return max(1, len(strategy.reader.dataset) * buffer.total_epochs // rows_per_step)

@@ -21,7 +21,7 @@ import ray
 
 from trinity.explorer.engine import EngineSpec, Prompt, RolloutEngine, TaskTimeout, TextCodec, engine_specs
 from trinity.explorer.sampling import Sample, SamplingParams
-from trinity.orchestration.cluster import in_bundle
+from trinity.placement import in_bundle
 
 # Extra seconds a caller waits beyond the deadline it passed, for the actor to answer with a TaskTimeout.
 REPLY_GRACE_S = 5.0
@@ -40,7 +40,7 @@ class EngineActor:
     def __init__(self, spec: EngineSpec):
         import torch
 
-        from trinity.explorer.engine import create_engine
+        from trinity.explorer.backends import create_engine
 
         if spec.device == "cpu":
             torch.set_num_threads(spec.threads)

@@ -1,0 +1,161 @@
+"""Buffer rules: batch arithmetic, tasksets, and the trainer's input buffers."""
+
+from pathlib import Path
+
+from trinity.config.buffer import PRIORITY_FN_ARGS, PromptType, StorageType, TasksetConfig, default_prompt_type
+from trinity.config.errors import Report
+from trinity.config.fields import coerce_args
+from trinity.config.root import Config, Mode
+from trinity.config.topology import EXPLORER_MODES, TRAINER_MODES
+
+
+def check_buffer(config: Config, report: Report) -> None:
+    buffer, algo, cluster = config.buffer, config.algorithm, config.cluster
+    if buffer.train_batch_size is None:
+        buffer.train_batch_size = buffer.batch_size * algo.repeat_times
+    trainer_devices = cluster.trainer_gpu_num
+    if config.mode in TRAINER_MODES and trainer_devices:
+        if buffer.train_batch_size % trainer_devices:
+            multiple = -(-buffer.train_batch_size // trainer_devices) * trainer_devices
+            report.problem(
+                "buffer.train_batch_size",
+                buffer.train_batch_size,
+                f"must split evenly across the {trainer_devices} trainer devices",
+                f"set buffer.train_batch_size (or batch_size * repeat_times) to a multiple of {trainer_devices}, "
+                f"e.g. {multiple}",
+            )
+        buffer.train_batch_size_per_device = buffer.train_batch_size // trainer_devices
+        micro = config.trainer.actor.ppo_micro_batch_size_per_gpu
+        if not config.trainer.use_dynamic_bsz and micro > buffer.train_batch_size_per_device:
+            report.problem(
+                "trainer.actor.ppo_micro_batch_size_per_gpu",
+                micro,
+                f"exceeds the per-device batch ({buffer.train_batch_size_per_device})",
+                f"set it to at most {buffer.train_batch_size_per_device}",
+            )
+    sync = config.synchronizer
+    per_step = buffer.batch_size * algo.repeat_times
+    if (config.mode == Mode.both and sync.sync_style != "trainer_driven"
+            and buffer.train_batch_size > (sync.sync_offset + sync.sync_interval) * per_step):  # fmt: skip
+        report.problem(
+            "buffer.train_batch_size", buffer.train_batch_size,
+            f"the explorer waits for new weights after {sync.sync_offset + sync.sync_interval} step(s) of "
+            f"{per_step} experiences, before the trainer has a full batch: the run would deadlock",
+            f"use train_batch_size <= {(sync.sync_offset + sync.sync_interval) * per_step}, or raise "
+            "synchronizer.sync_interval / sync_offset",
+        )  # fmt: skip
+    if buffer.train_batch_size % algo.rows_per_example:
+        report.problem(
+            "buffer.train_batch_size",
+            buffer.train_batch_size,
+            f"{algo.algorithm_type.value} trains on (chosen, rejected) pairs",
+            f"use a multiple of {algo.rows_per_example}",
+        )
+    if config.mode in EXPLORER_MODES:
+        _check_tasksets(config, report)
+    if config.mode in TRAINER_MODES:
+        _check_trainer_input(config, report)
+
+
+def _check_tasksets(config: Config, report: Report) -> None:
+    inputs, model = config.buffer.explorer_input, config.model
+    train = inputs.taskset
+    if config.mode != Mode.bench and not train.path:
+        report.problem(
+            "buffer.explorer_input.taskset.path",
+            train.path,
+            "must be given: the explorer reads its tasks from it",
+            "set buffer.explorer_input.taskset.path=<json/jsonl/parquet file or dataset name>",
+        )
+    if train.rollout_args.n not in (None, config.algorithm.repeat_times):
+        report.problem(
+            "buffer.explorer_input.taskset.rollout_args.n",
+            train.rollout_args.n,
+            "the train taskset samples algorithm.repeat_times responses per task",
+            "set algorithm.repeat_times instead",
+        )
+    if config.mode == Mode.bench and not inputs.eval_tasksets:
+        report.problem(
+            "buffer.explorer_input.eval_tasksets",
+            [],
+            "bench mode evaluates on eval tasksets",
+            "add at least one eval taskset",
+        )
+    tasksets = [("buffer.explorer_input.taskset", train, inputs.default_workflow_type, config.algorithm.repeat_times)]
+    tasksets += [
+        (f"buffer.explorer_input.eval_tasksets[{i}]", taskset, inputs.default_eval_workflow_type, 1)
+        for i, taskset in enumerate(inputs.eval_tasksets)
+    ]
+    for key, taskset, workflow, n in tasksets:
+        _fill_taskset(taskset, workflow, inputs.default_reward_fn_type, n, model)
+        if key != "buffer.explorer_input.taskset" and not taskset.path:
+            report.problem(f"{key}.path", taskset.path, "must be given", "set the eval taskset's path or remove it")
+
+
+def _fill_taskset(taskset: TasksetConfig, workflow: str, reward_fn: str, n: int, model) -> None:
+    args = taskset.rollout_args
+    taskset.workflow_type = taskset.workflow_type or workflow
+    taskset.reward_fn_type = taskset.reward_fn_type or reward_fn
+    args.n = args.n or n
+    args.top_p = model.top_p if args.top_p is None else args.top_p
+    args.top_k = model.top_k if args.top_k is None else args.top_k
+    args.max_tokens = args.max_tokens or model.max_response_tokens
+
+
+def _check_trainer_input(config: Config, report: Report) -> None:
+    trainer_input, algo = config.buffer.trainer_input, config.algorithm
+    buffer = trainer_input.experience_buffer
+    key = "buffer.trainer_input.experience_buffer"
+    job_dir = Path(config.checkpoint_job_dir or ".")
+    if config.algorithm.trains_from_dataset:
+        if not buffer.path:
+            report.problem(
+                f"{key}.path",
+                buffer.path,
+                f"{algo.algorithm_type.value} reads its dataset from here",
+                f"set {key}.path=<dataset file or name>",
+            )
+        if buffer.storage_type == StorageType.queue:
+            report.note(f"{key}.storage_type", buffer.storage_type, StorageType.file, "a dataset is read from a file")
+            buffer.storage_type = StorageType.file
+    elif not buffer.path:
+        if buffer.storage_type == StorageType.sql:
+            buffer.path = f"sqlite:///{job_dir / 'buffer' / buffer.name}.db"
+        elif buffer.storage_type == StorageType.file:
+            buffer.path = str(job_dir / "buffer" / f"{buffer.name}.jsonl")
+    if buffer.format.prompt_type is None:
+        buffer.format.prompt_type = default_prompt_type(algo.schema)
+    replay = buffer.replay_buffer
+    args, problems = coerce_args(PRIORITY_FN_ARGS[replay.priority_fn], replay.priority_fn_args)
+    for arg, value, rule in problems:
+        report.problem(
+            f"{key}.replay_buffer.priority_fn_args.{arg}",
+            value,
+            f"{rule} (priority_fn={replay.priority_fn})",
+            "fix or remove it",
+        )
+    replay.priority_fn_args = args
+    if algo.sample_strategy == "mix":
+        name = algo.sample_strategy_args.get("sft_dataset_name", "sft_dataset")
+        if name not in trainer_input.auxiliary_buffers:
+            report.problem(
+                f"buffer.trainer_input.auxiliary_buffers.{name}",
+                None,
+                "the mix sample strategy reads expert SFT data from it",
+                f"add buffer.trainer_input.auxiliary_buffers.{name} with a path",
+            )
+    for name, aux in trainer_input.auxiliary_buffers.items():
+        if not aux.path:
+            report.problem(
+                f"buffer.trainer_input.auxiliary_buffers.{name}.path", aux.path, "must be given", "set the dataset path"
+            )
+        if aux.storage_type == StorageType.queue:
+            report.note(
+                f"buffer.trainer_input.auxiliary_buffers.{name}.storage_type",
+                aux.storage_type,
+                StorageType.file,
+                "an auxiliary dataset is read from a file",
+            )
+            aux.storage_type = StorageType.file
+        if aux.format.prompt_type is None:
+            aux.format.prompt_type = PromptType.messages

@@ -1,0 +1,94 @@
+"""Device rules: how many devices the cluster has, and how engines and trainer ranks split them."""
+
+from trinity.config.errors import Report
+from trinity.config.explorer import EngineType
+from trinity.config.root import Config, DeviceType
+from trinity.config.topology import (
+    EXPLORER_MODES,
+    TRAINER_MODES,
+    configured_engines,
+    local_gpu_count,
+    served_auxiliaries,
+)
+
+
+def check_cluster(config: Config, report: Report) -> None:
+    cluster, mode = config.cluster, config.mode
+    if cluster.gpu_per_node > 0:
+        cluster.device_type, cluster.devices_per_node = DeviceType.cuda, cluster.gpu_per_node
+    else:
+        detected = local_gpu_count()
+        if detected:
+            report.note("cluster.gpu_per_node", 0, detected, "detected local GPUs")
+            cluster.device_type, cluster.devices_per_node = DeviceType.cuda, detected
+        else:
+            cluster.device_type, cluster.devices_per_node = DeviceType.cpu, cluster.cpu_devices_per_node
+    per_node = cluster.devices_per_node
+    cluster.total_gpu_num = total = cluster.node_num * per_node
+    uses_explorer = mode in EXPLORER_MODES
+    rollout = config.explorer.rollout_model
+    cluster.rollout_gpu_num = rollout.engine_num * rollout.tensor_parallel_size if uses_explorer else 0
+    aux = config.explorer.auxiliary_models
+    served = served_auxiliaries(config) if uses_explorer else []
+    cluster.auxiliary_model_gpu_num = sum(aux[i].engine_num * aux[i].tensor_parallel_size for i in served)
+    explorer_devices = cluster.rollout_gpu_num + cluster.auxiliary_model_gpu_num
+    if uses_explorer:
+        _check_engines(config, report)
+    if mode in TRAINER_MODES:
+        trainer = total - explorer_devices
+        if trainer <= 0:
+            for key in ("explorer.rollout_model.engine_num", "explorer.rollout_model.tensor_parallel_size"):
+                report.problem(
+                    key,
+                    rollout.engine_num if key.endswith("engine_num") else rollout.tensor_parallel_size,
+                    f"the engines use {explorer_devices} of the {total} devices, leaving none for the trainer",
+                    "use fewer or smaller engines, or more devices "
+                    "(cluster.node_num, gpu_per_node, cpu_devices_per_node)",
+                )
+            trainer = 0
+        elif trainer > per_node and trainer % per_node:
+            report.problem(
+                "cluster.trainer_gpu_num",
+                trainer,
+                f"spans more than one node ({per_node} devices each) but not whole nodes",
+                "change the engine count or tensor_parallel_size so the trainer gets whole nodes",
+            )
+        cluster.trainer_gpu_num = trainer
+        cluster.trainer_node_num = max(1, -(-trainer // per_node)) if trainer else 0
+        cluster.trainer_gpu_num_per_node = min(trainer, per_node)
+    else:
+        cluster.trainer_gpu_num = cluster.trainer_node_num = cluster.trainer_gpu_num_per_node = 0
+        if explorer_devices > total:
+            report.problem(
+                "explorer.rollout_model.engine_num",
+                rollout.engine_num,
+                f"the engines need {explorer_devices} devices but the cluster has {total}",
+                "use fewer engines or add devices",
+            )
+
+
+def _check_engines(config: Config, report: Report) -> None:
+    cluster = config.cluster
+    for index, engine in enumerate(configured_engines(config)):
+        key = "explorer.rollout_model" if index == 0 else f"explorer.auxiliary_models[{index - 1}]"
+        if engine.tensor_parallel_size > cluster.devices_per_node:
+            report.problem(
+                f"{key}.tensor_parallel_size",
+                engine.tensor_parallel_size,
+                f"an engine must fit on one node ({cluster.devices_per_node} devices)",
+                "lower tensor_parallel_size",
+            )
+        if engine.engine_type == EngineType.hf and engine.tensor_parallel_size != 1:
+            report.problem(
+                f"{key}.tensor_parallel_size",
+                engine.tensor_parallel_size,
+                "the hf engine runs on one device",
+                "set it to 1, or use explorer=vllm",
+            )
+        if engine.engine_type == EngineType.vllm and cluster.device_type == DeviceType.cpu:
+            report.problem(
+                f"{key}.engine_type",
+                engine.engine_type,
+                "vllm needs CUDA GPUs and none are configured",
+                "use explorer=default (hf), or set cluster.gpu_per_node",
+            )

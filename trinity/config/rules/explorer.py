@@ -1,0 +1,72 @@
+"""Explorer rules: engine model paths, sampling settings inherited from the model, workflow names."""
+
+from pathlib import Path
+
+from trinity.config.errors import Report
+from trinity.config.paths import looks_like_path
+from trinity.config.plugins import REWARD_FNS, WORKFLOWS
+from trinity.config.root import Config
+from trinity.config.topology import EXPLORER_MODES, configured_engines
+
+INHERITED = (
+    "temperature",
+    "top_p",
+    "top_k",
+    "max_model_len",
+    "max_prompt_tokens",
+    "max_response_tokens",
+    "min_response_tokens",
+    "repetition_penalty",
+)
+
+
+def check_explorer(config: Config, report: Report) -> None:
+    model = config.model
+    for index, engine in enumerate(configured_engines(config)):
+        if engine.model_path is None:
+            if index == 0:
+                engine.model_path = model.model_path
+            elif config.mode in EXPLORER_MODES or (index == 1 and config.algorithm.uses_teacher):
+                report.problem(
+                    f"explorer.auxiliary_models[{index - 1}].model_path",
+                    None,
+                    "must be given",
+                    "set the auxiliary model's model_path",
+                )
+        elif index > 0 and looks_like_path(engine.model_path) and not Path(engine.model_path).expanduser().exists():
+            report.problem(
+                f"explorer.auxiliary_models[{index - 1}].model_path",
+                engine.model_path,
+                "does not exist",
+                "point it at an HF model directory",
+            )
+        for field_name in INHERITED:
+            if getattr(engine, field_name) is None:
+                setattr(engine, field_name, getattr(model, field_name))
+        if engine.chat_template is None:
+            engine.chat_template = model.custom_chat_template
+
+
+def check_workflows(config: Config, report: Report) -> None:
+    """Workflow and reward names exist (built-in or importable plug-in) before anything starts."""
+    if config.mode not in EXPLORER_MODES:
+        return
+    inputs = config.buffer.explorer_input
+    defaults = [
+        ("default_workflow_type", WORKFLOWS),
+        ("default_eval_workflow_type", WORKFLOWS),
+        ("default_reward_fn_type", REWARD_FNS),
+    ]
+    named = [(f"buffer.explorer_input.{key}", getattr(inputs, key), registry) for key, registry in defaults]
+    tasksets = [("buffer.explorer_input.taskset", inputs.taskset)]
+    tasksets += [(f"buffer.explorer_input.eval_tasksets[{i}]", t) for i, t in enumerate(inputs.eval_tasksets)]
+    default_names = {name for _, name, _ in named}
+    for key, taskset in tasksets:
+        for field_name, registry in (("workflow_type", WORKFLOWS), ("reward_fn_type", REWARD_FNS)):
+            name = getattr(taskset, field_name)
+            if name not in default_names:  # a default is reported once, under its own key
+                named.append((f"{key}.{field_name}", name, registry))
+    for key, name, registry in named:
+        problem = registry.problem(name)
+        if problem:
+            report.problem(key, name, problem, f"use one of {', '.join(registry.names())}, or my_pkg.module.Name")

@@ -1,0 +1,73 @@
+"""Rules of the model section: where the weights are, the chat template, and the length budget."""
+
+from pathlib import Path
+
+from trinity.config.errors import Report
+from trinity.config.model import TinyModelConfig
+from trinity.config.paths import looks_like_path, tiny_model_dir
+from trinity.config.root import Config
+
+
+def check_model(config: Config, report: Report) -> None:
+    model = config.model
+    if isinstance(model, TinyModelConfig):
+        if not model.model_path:
+            model.model_path = tiny_model_dir(model)
+    elif not model.model_path:
+        report.problem(
+            "model.model_path",
+            "",
+            "must be given",
+            "set model.model_path=<HF model dir or hub name>, or use model=tiny",
+        )
+    elif looks_like_path(model.model_path) and not Path(model.model_path).expanduser().exists():
+        report.problem("model.model_path", model.model_path, "does not exist", "point it at an HF model directory")
+    if not model.critic_model_path:
+        model.critic_model_path = model.model_path
+    if model.chat_template_path and model.custom_chat_template is None:
+        try:
+            model.custom_chat_template = Path(model.chat_template_path).expanduser().read_text()
+        except OSError as exc:
+            report.problem(
+                "model.chat_template_path", model.chat_template_path, f"cannot be read ({exc.strerror})", "fix the path"
+            )
+    _derive_lengths(config, report)
+
+
+def _derive_lengths(config: Config, report: Report) -> None:
+    """Length rules: prompt + response fit max_model_len; whichever is empty is derived from the others."""
+    model = config.model
+    total, prompt, response = model.max_model_len, model.max_prompt_tokens, model.max_response_tokens
+    if total is None:
+        if prompt is None or response is None:
+            report.problem(
+                "model.max_model_len",
+                None,
+                "cannot be derived unless max_prompt_tokens and max_response_tokens are both set",
+                "set model.max_model_len (or both max_prompt_tokens and max_response_tokens)",
+            )
+            return
+        model.max_model_len = prompt + response
+        return
+    if prompt is not None and response is not None:
+        if prompt + response > total:
+            report.problem(
+                "model.max_model_len",
+                total,
+                f"max_prompt_tokens ({prompt}) + max_response_tokens ({response}) = {prompt + response} does not fit",
+                f"raise model.max_model_len to at least {prompt + response}, "
+                "or lower max_prompt_tokens / max_response_tokens",
+            )
+    elif prompt is None and response is None:
+        model.max_prompt_tokens = total // 2
+        model.max_response_tokens = total - total // 2
+    elif prompt is None:
+        model.max_response_tokens = min(response, total - 1)
+        model.max_prompt_tokens = total - model.max_response_tokens
+    else:
+        model.max_prompt_tokens = min(prompt, total - 1)
+        model.max_response_tokens = total - model.max_prompt_tokens
+    if model.max_response_tokens is not None and model.min_response_tokens >= model.max_response_tokens:
+        new = max(model.max_response_tokens - 1, 0)
+        report.note("model.min_response_tokens", model.min_response_tokens, new, "must stay below max_response_tokens")
+        model.min_response_tokens = new

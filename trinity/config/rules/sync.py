@@ -1,0 +1,40 @@
+"""Synchronizer rules: the sync method and interval each mode and algorithm can use."""
+
+from trinity.config.errors import Report
+from trinity.config.root import Config, Mode, SyncMethod
+
+
+def check_synchronizer(config: Config, report: Report) -> None:
+    sync = config.synchronizer
+    if config.algorithm.trains_from_dataset:
+        if sync.sync_method != SyncMethod.checkpoint:
+            report.note(
+                "synchronizer.sync_method",
+                sync.sync_method,
+                SyncMethod.checkpoint,
+                "sft/dpo publish weights through checkpoints",
+            )
+            sync.sync_method = SyncMethod.checkpoint
+        if config.trainer.save_interval and sync.sync_interval != config.trainer.save_interval:
+            report.note(
+                "synchronizer.sync_interval",
+                sync.sync_interval,
+                config.trainer.save_interval,
+                "sft/dpo sync at every checkpoint",
+            )
+            sync.sync_interval = config.trainer.save_interval
+    elif config.mode != Mode.both and sync.sync_method != SyncMethod.checkpoint:
+        why = f"without trainer and explorer together (mode={config.mode}) weights travel by checkpoint"
+        report.note("synchronizer.sync_method", sync.sync_method, SyncMethod.checkpoint, why)
+        sync.sync_method = SyncMethod.checkpoint
+    explorer = config.explorer
+    if (
+        config.mode != Mode.bench
+        and not config.algorithm.trains_from_dataset
+        and explorer.eval_interval % sync.sync_interval
+    ):
+        rounded = max(explorer.eval_interval // sync.sync_interval, 1) * sync.sync_interval
+        report.note(
+            "explorer.eval_interval", explorer.eval_interval, rounded, "evaluations happen right after a weight sync"
+        )
+        explorer.eval_interval = rounded
