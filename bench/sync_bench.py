@@ -17,6 +17,7 @@ that crosses the object store and is copied into a model makes two.
 """
 
 import argparse
+import asyncio
 import datetime
 import json
 import os
@@ -36,6 +37,7 @@ from trinity.manager.packing import pack_state_dict, unpack_state_dict
 from trinity.manager.weight_sync import (
     NcclReceiver,
     NcclSender,
+    loading,
     publish_checkpoint_shard,
     publish_memory,
     pull_weights,
@@ -142,7 +144,7 @@ class BenchExplorer:
         if method == "nccl":
             self.version = self.receiver.sync(self.sync, self.name, self.load)
         else:
-            self.version = pull_weights(self.sync, self.version, self.load, self.name)
+            self.version = asyncio.run(pull_weights(self.sync, self.version, loading(self.load), self.name))
         return time.monotonic()
 
     def checksum(self) -> float:

@@ -8,6 +8,7 @@ import ray
 from trinity.config import compose, validate
 from trinity.data.arithmetic import ensure_dataset
 from trinity.explorer.explorer import Explorer
+from trinity.manager.state_actor import create_state_actor
 from trinity.monitor import read_scalars
 from trinity.trainer.trainer import Trainer
 
@@ -22,11 +23,13 @@ def test_explore_train_sync_loop(ray_cluster, tmp_path, method):
     ])).configs[0]  # fmt: skip
     ensure_dataset(tmp_path / "data" / "arithmetic")
     namespace = config.ray_namespace
+    state = create_state_actor(config)  # what the job runner does before it starts trainer and explorer
     explorer = ray.remote(Explorer).options(name="explorer", namespace=namespace, num_cpus=0).remote(config)
     trainer = ray.remote(Trainer).options(name="trainer", namespace=namespace, num_cpus=0).remote(config)
     ray.get([explorer.prepare.remote(), trainer.prepare.remote()], timeout=300)
     assert ray.get([explorer.explore.remote(), trainer.train.remote()], timeout=600) == ["explorer", "trainer"]
     ray.get([explorer.shutdown.remote(), trainer.shutdown.remote()])
+    ray.kill(state)
 
     job = tmp_path / "trinity" / "arithmetic"
     trainer_scalars = read_scalars(str(job / "monitor" / "tensorboard" / "trainer"))

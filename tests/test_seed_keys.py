@@ -1,10 +1,12 @@
-"""Every config entry of the seed's config_registry maps to a schema field with the documented default."""
+"""Every config entry of the seed's config_registry maps to a schema field with the documented default
+(tests/seed_defaults.py), or with ours where the package records the difference and says why."""
 
 import re
 
 import pytest
 
 from tests.conftest import REPO, validated
+from tests.seed_defaults import DOCUMENTED, OURS, row
 from trinity.config.seed_keys import SEED_KEYS, resolve_field
 
 # The seed API list, committed so the test runs in any clone; kept equal to the shared copy when present.
@@ -48,14 +50,30 @@ def _plain(value):
     return getattr(value, "value", value)
 
 
-@pytest.mark.parametrize("key", [k for k in SEED_KEYS if k.kind in ("field", "composite")], ids=lambda k: k.function)
+EDITING = [k for k in SEED_KEYS if k.kind in ("field", "composite")]
+
+
+def test_the_oracle_has_a_row_for_exactly_the_entries_that_edit_fields():
+    assert sorted(DOCUMENTED) == sorted(k.function for k in EDITING)
+    assert set(OURS) <= set(DOCUMENTED)
+
+
+@pytest.mark.parametrize("key", EDITING, ids=lambda k: k.function)
 def test_each_key_is_a_schema_field_with_the_documented_default(key):
+    documented, ours = row(DOCUMENTED, key), row(OURS, key)
+    assert set(documented) == set(key.paths), "the oracle's row names other paths than the table"
     for path in key.paths:
         info = resolve_field(path, key.variant)
         assert info.help, f"{path} has no help text"
-        assert _plain(info.default) == key.expected_default(path), path
-        if key.ours:
+        if path in ours:
+            assert _plain(info.default) == ours[path], path
             assert key.note, f"{key.function} differs from the documented default without saying why"
+            assert path in key.documented and key.documented[path] == documented[path], (
+                f"the config reference must show the documented default of {path}"
+            )
+        else:
+            assert _plain(info.default) == documented[path], path
+            assert path not in key.documented, f"{path} has the documented default, so records no difference"
 
 
 @pytest.mark.parametrize("key", [k for k in SEED_KEYS if k.kind in ("derived", "check")], ids=lambda k: k.function)

@@ -1,27 +1,33 @@
-"""The task function every launcher calls: validate the job's config, then dry-run or run it."""
+"""The task function every launcher calls: run the job's validated config (dry-run or for real).
+
+Under the trinity_ray launcher the config was validated once on the driver and is handed over
+(`trinity.orchestration.handoff`); under any other launcher it is validated here."""
 
 import sys
 
 from omegaconf import DictConfig
 
-from trinity.config import ConfigError, validate
+from trinity.config import ConfigError, Validated
 from trinity.config.describe import describe
-from trinity.config.runtime import check_runnable
+from trinity.config.runtime import validate_to_run
+from trinity.orchestration.handoff import handed
 
 
 def run(cfg: DictConfig) -> dict:
-    """Validate `cfg` (exit 1 with every problem listed); print it on dry_run, else run the experiment
-    (all stages) and return its final metrics."""
-    try:
-        validated = validate(cfg)
-        if not validated.configs[0].dry_run:
-            check_runnable(validated)
-    except ConfigError as exc:
-        print(exc, file=sys.stderr)
-        raise SystemExit(1) from None
+    """Print the config on dry_run, else run the experiment (all stages) and return its final metrics.
+    A config that was not handed over validated is validated first (exit 1 with every problem listed)."""
+    validated = handed() or validate_or_exit(cfg)
     if validated.configs[0].dry_run:
         print(describe(validated))
         return {"dry_run": True, "stages": len(validated.configs)}
     from trinity.orchestration.stages import run_experiment
 
     return run_experiment(validated)
+
+
+def validate_or_exit(cfg: DictConfig) -> Validated:
+    try:
+        return validate_to_run(cfg)
+    except ConfigError as exc:
+        print(exc, file=sys.stderr)
+        raise SystemExit(1) from None

@@ -36,9 +36,13 @@ def critic_dir(job_dir: str, step: int) -> Path:
     return step_dir(job_dir, step) / "critic"
 
 
-def mark_complete(job_dir: str, step: int) -> None:
-    """Flag global_step_N as a full checkpoint and make it the latest."""
+def flag_complete(job_dir: Union[str, Path], step: int) -> None:
+    """Flag global_step_N as a full training checkpoint (its files are all written)."""
     (step_dir(job_dir, step) / FULL_FLAG).touch()
+
+
+def point_latest(job_dir: Union[str, Path], step: int) -> None:
+    """Name step N as the checkpoint to resume from: the last write of a checkpoint's commit."""
     atomic_write_text(Path(job_dir) / LATEST, f"{step}\n")
 
 

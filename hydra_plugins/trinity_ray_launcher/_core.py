@@ -5,9 +5,10 @@ Otherwise Ray is started (or joined, per `cluster.ray_address` of the first trin
 job of the batch runs as a Ray task, so sweep jobs run concurrently as far as the cluster's
 resources allow (each job reserves its devices as one placement group). A job's task runs Hydra's
 `run_job` with the driver's Hydra state, as Hydra's own ray launcher does, so `HydraConfig` and
-custom resolvers work inside it. Jobs of a multi-job batch get the sweep overrides appended to their
-`name`, so their job directories and Ray namespaces never collide. On Ctrl-C or failure, the
-detached actors (Synchronizer, buffer queue) of every job are removed.
+custom resolvers work inside it, and the job's config as validated here is handed to it
+(`trinity.orchestration.handoff`), so each job is validated exactly once. Jobs of a multi-job batch
+get the sweep overrides appended to their `name`, so their job directories and Ray namespaces never
+collide. On Ctrl-C or failure the jobs' tasks are cancelled, and each job removes its own actors.
 """
 
 import copy
@@ -24,6 +25,8 @@ from omegaconf import DictConfig, open_dict
 
 logger = logging.getLogger(__name__)
 
+CANCEL_GRACE_S = 60.0  # how long a cancelled job may take to remove its actors before its task is killed
+
 
 def launch(launcher, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> List[JobReturn]:
     setup_globals()
@@ -37,8 +40,8 @@ def launch(launcher, job_overrides: Sequence[Sequence[str]], initial_job_idx: in
     ]
     validated = _preflight(sweep_configs)
     if all(v is not None and v.configs[0].dry_run for v in validated):
-        return [_run_here(launcher, sweep_config) for sweep_config in sweep_configs]
-    return _run_on_ray(launcher, sweep_configs, [v for v in validated if v is not None])
+        return [_run_here(launcher, c, v) for c, v in zip(sweep_configs, validated, strict=True)]
+    return _run_on_ray(launcher, sweep_configs, validated)
 
 
 def _varying_overrides(job_overrides: Sequence[Sequence[str]]) -> List[str]:
@@ -80,10 +83,10 @@ def _job_config(sweep_config: DictConfig) -> DictConfig:
 
 
 def _preflight(sweep_configs: List[DictConfig]) -> list:
-    """Validate every trinity job before any job starts; report all problems of all jobs, exit 1.
-    Returns each job's Validated (None for a job that is not a trinity config)."""
-    from trinity.config import ConfigError, is_trinity_config, validate
-    from trinity.config.runtime import check_runnable
+    """Validate every trinity job, once, before any job starts; report all problems of all jobs, exit 1.
+    Returns each job's Validated (None for a job that is not a trinity config): it is handed to the job."""
+    from trinity.config import ConfigError, is_trinity_config
+    from trinity.config.runtime import validate_to_run
 
     failures, validated = [], []
     for sweep_config in sweep_configs:
@@ -93,53 +96,54 @@ def _preflight(sweep_configs: List[DictConfig]) -> list:
             validated.append(None)
             continue
         try:
-            result = validate(job)
-            if not result.configs[0].dry_run:
-                check_runnable(result)
+            validated.append(validate_to_run(job))
         except ConfigError as exc:
             overrides = " ".join(sweep_config.hydra.overrides.task) or "(no overrides)"
             failures.append(f"job {sweep_config.hydra.job.num} [{overrides}]:\n{exc}")
-            continue
-        renamed = [note.new for note in result.notes if note.key == "name"]
-        if renamed:  # a fresh run got a timestamped name: the job itself must use the same one
-            with open_dict(sweep_config):
-                sweep_config.name = renamed[0]
-        validated.append(result)
     if failures:
         print("\n\n".join(failures), file=sys.stderr)
         raise SystemExit(1)
     return validated
 
 
-def _run_here(launcher, sweep_config: DictConfig) -> JobReturn:
+def _run_here(launcher, sweep_config: DictConfig, validated) -> JobReturn:
+    from trinity.orchestration.handoff import handed_over
+
     HydraConfig.instance().set_config(sweep_config)
-    result = run_job(
-        hydra_context=launcher.hydra_context,
-        task_function=launcher.task_function,
-        config=sweep_config,
-        job_dir_key="hydra.sweep.dir",
-        job_subdir_key="hydra.sweep.subdir",
-    )
+    with handed_over(validated):
+        result = run_job(
+            hydra_context=launcher.hydra_context,
+            task_function=launcher.task_function,
+            config=sweep_config,
+            job_dir_key="hydra.sweep.dir",
+            job_subdir_key="hydra.sweep.subdir",
+        )
     configure_log(launcher.config.hydra.hydra_logging, launcher.config.hydra.verbose)
     return result
 
 
-def _run_remote(hydra_context, sweep_config: DictConfig, task_function, singleton_state, version_base) -> JobReturn:
-    """A job inside a Ray task: restore the driver's Hydra state, then run it like any launcher.
+def _run_remote(
+    hydra_context, sweep_config: DictConfig, task_function, singleton_state, version_base, validated
+) -> JobReturn:
+    """A job inside a Ray task: restore the driver's Hydra state, then run it like any launcher, with
+    the job's config as the driver validated it handed over (None for a config that is not trinity's).
 
     The version base is restored explicitly: a reused worker may hold another app's (importing an app
     module runs its @hydra.main), and it decides whether the job changes directory."""
+    from trinity.orchestration.handoff import handed_over
+
     setup_globals()
     Singleton.set_state(singleton_state)
     VersionBase.instance().setbase(version_base)
     HydraConfig.instance().set_config(sweep_config)
-    return run_job(
-        hydra_context=hydra_context,
-        task_function=task_function,
-        config=sweep_config,
-        job_dir_key="hydra.sweep.dir",
-        job_subdir_key="hydra.sweep.subdir",
-    )
+    with handed_over(validated):
+        return run_job(
+            hydra_context=hydra_context,
+            task_function=task_function,
+            config=sweep_config,
+            job_dir_key="hydra.sweep.dir",
+            job_subdir_key="hydra.sweep.subdir",
+        )
 
 
 def _run_on_ray(launcher, sweep_configs: List[DictConfig], validated: list) -> List[JobReturn]:
@@ -147,36 +151,36 @@ def _run_on_ray(launcher, sweep_configs: List[DictConfig], validated: list) -> L
 
     from trinity.orchestration.cluster import connect
 
-    if validated:
-        connect(validated[0].configs[0])
+    trinity_jobs = [v for v in validated if v is not None]
+    if trinity_jobs:
+        connect(trinity_jobs[0].configs[0])
     elif not ray.is_initialized():
         ray.init(address="local", include_dashboard=False)
     remote = ray.remote(num_cpus=0, max_retries=0)(_run_remote)
     state = Singleton.get_state()
     base = VersionBase.instance().getbase()
-    refs = [remote.remote(launcher.hydra_context, c, launcher.task_function, state, base) for c in sweep_configs]
+    refs = [
+        remote.remote(launcher.hydra_context, c, launcher.task_function, state, base, v)
+        for c, v in zip(sweep_configs, validated, strict=True)
+    ]
     try:
         return ray.get(refs)
     except BaseException:
-        for ref in refs:
-            ray.cancel(ref, force=True)
+        _cancel(refs)
         raise
     finally:
-        for result in validated:
-            for config in result.configs:
-                _remove_detached(config)
         configure_log(launcher.config.hydra.hydra_logging, launcher.config.hydra.verbose)
 
 
-def _remove_detached(config) -> None:
-    """The Synchronizer and the queue outlive the task that made them; remove any that is left."""
+def _cancel(refs: list, grace_s: float = CANCEL_GRACE_S) -> None:
+    """Stop the jobs' tasks so that each cleans up after itself: a plain cancel interrupts a task, whose
+    job then removes its actors; a task still running after `grace_s` is killed (its non-detached
+    actors die with it, the detached Synchronizer exits once its modules are gone)."""
     import ray
 
-    from trinity.buffer.queue_storage import queue_actor_name
-
-    names = ["synchronizer", queue_actor_name(config.buffer.trainer_input.experience_buffer.name)]
-    for name in names:
-        try:
-            ray.kill(ray.get_actor(name, namespace=config.ray_namespace))
-        except ValueError:
-            pass  # already gone: the job cleaned up after itself
+    for ref in refs:
+        ray.cancel(ref)
+    _, running = ray.wait(refs, num_returns=len(refs), timeout=grace_s)
+    for ref in running:
+        logger.warning("a job did not stop within %g s of its cancellation: killing its task", grace_s)
+        ray.cancel(ref, force=True)

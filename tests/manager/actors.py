@@ -4,6 +4,7 @@ Version v of the weights is `build_model(v)` (seeded), so any process can tell w
 holds are exactly those of version v.
 """
 
+import asyncio
 import copy
 from typing import Dict, List, Optional
 
@@ -16,6 +17,7 @@ from trinity.manager.checkpoint_shards import dim0_shard
 from trinity.manager.weight_sync import (
     NcclReceiver,
     NcclSender,
+    loading,
     publish_checkpoint_shard,
     publish_memory,
     pull_weights,
@@ -151,7 +153,7 @@ class ExplorerActor:
         ray.get(self.sync.set_explorer_status.remote(status, old_status, self.name))
 
     def pull(self, wait: bool = True) -> int:
-        self.version = pull_weights(self.sync, self.version, self.load, self.name, wait=wait)
+        self.version = asyncio.run(pull_weights(self.sync, self.version, loading(self.load), self.name, wait=wait))
         return self.version
 
     def pull_until(self, last_version: int) -> List[tuple]:

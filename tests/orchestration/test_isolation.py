@@ -11,6 +11,7 @@ from tests.orchestration.test_modes import SFT
 from trinity.explorer.explorer import Explorer
 from trinity.job_layout import completed_steps
 from trinity.manager import SyncError, Synchronizer
+from trinity.manager.state_actor import create_state_actor
 from trinity.orchestration.job import run_job
 
 
@@ -40,6 +41,7 @@ def test_sync_timeout_names_the_missing_trainer(ray_cluster, tmp_path):
 
     ensure_dataset(config.data.dir, config.data.arithmetic)
     synchronizer = Synchronizer.get_actor(config)
+    state = create_state_actor(config)
     explorer = ray.remote(Explorer).options(name="explorer", namespace=config.ray_namespace, num_cpus=0).remote(config)
     try:
         ray.get(explorer.prepare.remote())
@@ -54,3 +56,4 @@ def test_sync_timeout_names_the_missing_trainer(ray_cluster, tmp_path):
     finally:
         ray.kill(explorer)
         ray.kill(synchronizer)
+        ray.kill(state)

@@ -1,6 +1,7 @@
 """Each mode end to end on the tiny model: train (sft), both (grpo), explore and bench from checkpoints."""
 
 import json
+import time
 
 import ray
 
@@ -42,8 +43,19 @@ def test_train_mode_sft_then_explore_and_bench_from_its_checkpoints(ray_cluster,
 
 def test_both_mode_grpo_with_off_policy_offset(ray_cluster, tmp_path):
     config = small_config(tmp_path, "buffer.total_steps=3", "synchronizer.sync_offset=1", "trainer.save_interval=0")
+    since_ms = time.time() * 1000
     metrics = run_job(config)
     assert metrics["trainer/step"] == 3 and metrics["explorer/step"] == 3
     scalars = read_scalars(f"{config.checkpoint_job_dir}/monitor/tensorboard/trainer")
     lags = [v for _, v in scalars["sample/version_lag_max"]]
     assert lags[1:] == [1.0, 1.0], lags  # one-step off-policy: step s trains on version s-2 experiences
+    started = actor_starts_since(since_ms)
+    assert started["synchronizer"] <= started["state_manager"] <= min(started["explorer"], started["trainer"])
+
+
+def actor_starts_since(since_ms: float) -> dict:
+    """Name -> start time (ms) of the named actors started since `since_ms`, from Ray's actor table (dead
+    ones too). Ray's public state API needs the dashboard, which these clusters do not run."""
+    from ray._private.state import actors
+
+    return {a["Name"]: a["StartTime"] for a in actors().values() if a["Name"] and a["StartTime"] >= since_ms}

@@ -2,9 +2,11 @@
 generation with validation's own message, and derived values shown read-only."""
 
 import pytest
+from streamlit.testing.v1.errors import AppTestError
 
 from tests.studio.helpers import (
     assert_clean,
+    command_text,
     expert,
     generate,
     make_valid,
@@ -14,6 +16,8 @@ from tests.studio.helpers import (
     widget,
     widgets,
 )
+from trinity.config.fields import field_infos
+from trinity.config.trainer import TrainerConfig
 from trinity.manager.config_registry import CONFIG_GENERATORS
 from trinity.studio.values import plain
 
@@ -81,8 +85,6 @@ def test_expert_mode_renders_every_entry_for_some_selection():
             widget(at, "auxiliary_models.add").click()
             at.run()
             assert_clean(at)
-        if scenario.get("training_strategy") is None:
-            set_values(at, training_args=["balance_batch", "use_fused_kernels"])
         seen |= set(widgets(at))
     missing = {
         name
@@ -233,3 +235,37 @@ def test_dict_fields_are_json_text_checked_by_validation(tmp_path):
     generate(at)
     command = next(c.value for c in at.code if c.value.startswith("python -m trinity"))
     assert "'++buffer.trainer_input.experience_buffer.replay_buffer.priority_fn_args={sigma:0.5}'" in command
+
+
+def test_unapplied_fields_are_marked_and_locked_at_their_default(tmp_path):
+    """A field nothing applies yet says so (label and help) and cannot take another value: its widget is
+    disabled, a value forced into its session key goes back to the default, and the config leaves it out."""
+    at = expert(make_valid(open_page(), tmp_path))
+    reason = field_infos(TrainerConfig)["enable_preview"].unapplied
+    preview = widget(at, "enable_preview")
+    assert preview.disabled and preview.value is False
+    assert preview.label.endswith("(not applied)") and f"Not applied: {reason}." in preview.help
+    with pytest.raises(AppTestError, match="disabled"):
+        preview.set_value(True)
+    at.session_state["enable_preview"] = True  # what no widget can do
+    at.run()
+    assert widget(at, "enable_preview").value is False
+    at.run()
+    assert not warnings(at) and not widget(at, "generate_config").disabled
+    flags = widget(at, "training_args")
+    assert "use_fused_kernels" not in flags.options and "balance_batch" in flags.options
+    assert "Not applied: no fused kernels" in flags.help
+    generate(at)
+    assert "enable_preview" not in command_text(at) and "use_fused_kernels" not in command_text(at)
+
+
+def test_a_loaded_unapplied_value_goes_back_to_its_default_with_a_note(tmp_path):
+    path = tmp_path / "original.yaml"
+    path.write_text("trainer:\n  enable_preview: true\n", encoding="utf-8")
+    at = open_page()
+    set_values(at, load_path=str(path))
+    widget(at, "load_file").click()
+    at.run()
+    assert_clean(at)
+    assert any("trainer.enable_preview = true is back at its default" in s.value for s in at.success), at.success
+    assert at.session_state["enable_preview"] is False and "enable_preview" not in at.session_state["extra_overrides"]

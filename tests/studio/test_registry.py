@@ -10,6 +10,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from tests.conftest import REPO
+from tests.seed_defaults import expected_default
 from trinity.config.seed_keys import SEED_KEYS, resolve_field
 from trinity.manager.config_registry import CONFIG_GENERATORS
 from trinity.studio.values import plain, to_state
@@ -38,14 +39,9 @@ def test_seed_api_check_finds_every_config_registry_and_config_manager_name():
     assert not ours, ours
 
 
-def _expected(key, path):
-    value = key.expected_default(path)
-    return plain(value)
-
-
 @pytest.mark.parametrize("key", [k for k in SEED_KEYS if k.kind in ("field", "composite")], ids=lambda k: k.function)
 def test_registry_defaults_are_the_schema_defaults(key):
-    """Each owned session key starts at its schema default (which the seed table pins to the documented one)."""
+    """Each owned session key starts at its schema default (which tests/seed_defaults.py pins to the documented one)."""
     defaults = CONFIG_GENERATORS.default_config()
     name = key.function[len("set_") :]
     for binding in CONFIG_GENERATORS.bindings_of(name):
@@ -54,7 +50,7 @@ def test_registry_defaults_are_the_schema_defaults(key):
         path = binding.paths[0]
         info = resolve_field(path, key.variant)
         assert defaults[binding.key] == to_state(info, info.default), binding.key
-        expected = _expected(key, path)
+        expected = plain(expected_default(key, path))
         if isinstance(defaults[binding.key], str) and isinstance(expected, dict):  # a dict edited as JSON text
             assert json.loads(defaults[binding.key]) == expected
         elif binding.group is None and not isinstance(expected, list) or expected != []:

@@ -14,7 +14,7 @@ from trinity.config.errors import show
 from trinity.config.fields import FieldInfo, field_infos, nested_dataclass, strip_optional, type_name
 from trinity.config.functions import REGISTRIES
 from trinity.config.root import Config
-from trinity.config.seed_keys import SEED_KEYS
+from trinity.config.seed_keys import SEED_KEYS, SeedKey, resolve_field
 from trinity.config.store import SCHEMAS
 
 DOC_PATH = Path(__file__).resolve().parents[2] / "docs" / "config.md"
@@ -184,10 +184,20 @@ def _seed_section() -> str:
         paths = "<br>".join(f"`{p}`" for p in key.paths)
         if key.variant:
             paths += " (with " + ", ".join(f"{k}={v}" for k, v in key.variant.items()) + ")"
-        defaults = "<br>".join(show(d) for d in key.defaults)
-        note = key.note + ("" if not key.ours else f" (ours: {', '.join(show(v) for v in key.ours.values())})")
+        edits = key.kind in ("field", "composite")
+        defaults = "<br>".join(show(key.documented.get(p, _ours(key, p))) for p in key.paths) if edits else ""
+        ours = ", ".join(show(_ours(key, p)) for p in key.documented)
+        note = key.note + (f" (ours: {ours})" if ours else "")
         lines.append(f"| `{key.function}` | {key.module} | {key.kind} | {paths} | {_cell(defaults)} | {_cell(note)} |")
     return "\n".join(lines)
+
+
+def _ours(key: SeedKey, path: str) -> typing.Any:
+    """Our default of a seed entry's path, as YAML holds it (Enum members as their values)."""
+    default = resolve_field(path, key.variant).default
+    if isinstance(default, list):
+        return [getattr(item, "value", item) for item in default]
+    return getattr(default, "value", default)
 
 
 def render() -> str:

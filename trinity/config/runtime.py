@@ -2,14 +2,14 @@
 it is about to run (before Ray starts), and a dry run says so. The schemas keep them so configs of
 the original system translate and the Studio can write them."""
 
-from typing import List
+from typing import Any, List
 
 from trinity.config.errors import ConfigError, Problem
 from trinity.config.explorer import EngineType
 from trinity.config.root import Config
 from trinity.config.topology import EXPLORER_MODES, TRAINER_MODES, served_engines
 from trinity.config.trainer import TrainerStrategy
-from trinity.config.validate import Validated
+from trinity.config.validate import Validated, validate
 
 
 def runtime_gaps(config: Config) -> List[Problem]:
@@ -35,3 +35,12 @@ def check_runnable(validated: Validated) -> None:
                 problems.append(problem)
     if problems:
         raise ConfigError(problems)
+
+
+def validate_to_run(cfg: Any) -> Validated:
+    """Validate a composed config and, unless it is a dry run, refuse what no engine runs yet
+    (raises ConfigError listing every problem): what the driver checks before Ray starts."""
+    validated = validate(cfg)
+    if not validated.configs[0].dry_run:
+        check_runnable(validated)
+    return validated

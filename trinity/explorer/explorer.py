@@ -15,6 +15,8 @@ import time
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
+import ray
+
 from trinity.atomic_file import atomic_write_text
 from trinity.buffer.batch import collate
 from trinity.buffer.errors import BufferExhausted
@@ -29,8 +31,9 @@ from trinity.explorer.engine_actor import create_engines
 from trinity.explorer.runner import TaskRunner
 from trinity.job_layout import completed_steps
 from trinity.logs import apply_log_level
-from trinity.manager import RunningStatus, StateManager, Synchronizer
-from trinity.manager.weight_sync import nccl_handshake
+from trinity.manager import RunningStatus, Synchronizer
+from trinity.manager.state_actor import state_actor
+from trinity.manager.weight_sync import nccl_handshake, pull_weights
 from trinity.monitor import Monitor
 
 logger = logging.getLogger(__name__)
@@ -42,10 +45,10 @@ class Explorer:
         apply_log_level(config)
         self.config = config
         self.name = config.explorer.name
-        self.state = StateManager(config.checkpoint_job_dir, explorer_name=self.name, trainer_name=config.trainer.name)
-        meta = self.state.load_explorer()
+        self.state = state_actor(config)
+        meta = ray.get(self.state.load_explorer.remote())
         self.step = meta.get("latest_iteration", 0)
-        trainer_meta = self.state.load_trainer() if config.mode == Mode.both else {}
+        trainer_meta = ray.get(self.state.load_trainer.remote()) if config.mode == Mode.both else {}
         self.resumed = bool(trainer_meta.get("latest_iteration"))
         self.synchronizer = Synchronizer.get_actor(config)
         self.engines = create_engines(
@@ -151,7 +154,7 @@ class Explorer:
                            failure.attempts, failure.error)  # fmt: skip
         self.monitor.log(metrics, self.step)
         self.last_metrics.update(metrics)
-        self._save_state()
+        await self._save_state()
         return True
 
     def _advantages(self, experiences: List[Experience]):
@@ -227,7 +230,7 @@ class Explorer:
         self.monitor.log(
             {"time/sync": time.perf_counter() - started, "sync/model_version": float(self.version)}, self.step
         )
-        self._save_state()
+        await self._save_state()
         return self.version
 
     async def _pull(self, wait: bool) -> None:
@@ -237,14 +240,11 @@ class Explorer:
             except FileNotFoundError:
                 return
             wait = False
-        newest = await self.synchronizer.wait_new_model_state_dict.remote(self.version, not wait, self.name)
-        if newest <= self.version:
-            return
-        published, version = await self.synchronizer.get_model_state_dict.remote()
-        if published is None or version <= self.version:
-            return
+        self.version = await pull_weights(self.synchronizer, self.version, self._load_published, self.name, wait)
+
+    async def _load_published(self, published: Any, version: int) -> None:
+        """Every engine reads the published weights itself (zero-copy from the store or the shard files)."""
         await asyncio.gather(*[engine.load_published.remote(published, version) for engine in self.engines])
-        self.version = version
 
     async def setup_weight_sync_group(self, spec: Any) -> None:
         """Called by the Synchronizer when the trainer forms the nccl group: every engine joins as a rank."""
@@ -252,11 +252,11 @@ class Explorer:
 
     # ---- end ----------------------------------------------------------------------------------
 
-    def _save_state(self) -> None:
-        self.state.save_explorer(self.step, [self.taskset.state_dict()], model_version=self.version)
+    async def _save_state(self) -> None:
+        await self.state.commit_explorer.remote(self.step, [self.taskset.state_dict()], self.version)
 
     async def _finish(self) -> None:
-        self._save_state()
+        await self._save_state()
         try:
             await self.synchronizer.set_explorer_status.remote(RunningStatus.STOPPED, None, self.name)
         finally:

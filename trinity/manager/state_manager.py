@@ -177,7 +177,7 @@ class StateManager:
 
     @staticmethod
     def _save_json(path: Path, state: dict, fields: Dict[str, tuple]) -> None:
-        problem = _field_problem(state, fields, OPTIONAL_FIELDS)
+        problem = field_problem(state, fields, OPTIONAL_FIELDS)
         if problem:
             raise ValueError(f"refusing to write {path}: {problem}")
         atomic_write_text(path, json.dumps(state, indent=2, ensure_ascii=False) + "\n")
@@ -194,7 +194,7 @@ class StateManager:
             ) from None
         if not isinstance(state, dict):
             raise StateError(str(path), f"holds a JSON {type(state).__name__}, expected an object")
-        problem = _field_problem(state, fields, optional)
+        problem = field_problem(state, fields, optional)
         if problem:
             raise StateError(str(path), problem)
         return state
@@ -211,7 +211,7 @@ class StateManager:
             raise StateError(str(path), f"cannot be read ({exc.strerror or exc})") from None
 
 
-def _field_problem(state: dict, fields: Dict[str, tuple], optional: Dict[str, tuple]) -> Optional[str]:
+def field_problem(state: dict, fields: Dict[str, tuple], optional: Dict[str, tuple] = OPTIONAL_FIELDS) -> Optional[str]:
     """What is wrong with the fields of a state dict, or None."""
     for key, (check, expected) in fields.items():
         if key not in state:

@@ -12,13 +12,13 @@ memory (trainer rank 0 holds a full CPU state dict; same-node explorers read it 
     trainer rank 0:  publish_memory(synchronizer, state_dict, step)
                      at the end: synchronizer.set_trainer_status(STOPPED) (the Synchronizer then takes the
                      last weights over; an object in Ray's store dies with the process that put it)
-    explorer:        version = pull_weights(synchronizer, version, load, explorer_name)
+    explorer:        version = await pull_weights(synchronizer, version, loading(load), explorer_name)
 
 checkpoint (every trainer rank writes its own dim-0 shard; safetensors under
 <checkpoint_job_dir>/global_step_N/actor; the last of world_size reports publishes N, no polling)
     trainer rank r:  publish_checkpoint_shard(synchronizer, job_dir, step, r, world_size, shard)
                      shard = {name: dim0_shard(tensor)} (FSDP2 DTensors or plain tensors)
-    explorer:        version = pull_weights(synchronizer, version, load, explorer_name)
+    explorer:        version = await pull_weights(synchronizer, version, loading(load), explorer_name)
     The shards of a superseded version are deleted unless global_step_N holds `.full_checkpoint`.
 
 nccl (a broadcast group of trainer rank 0 and every explorer engine rank; gloo on CPU, same code)
@@ -38,13 +38,14 @@ nccl (a broadcast group of trainer rank 0 and every explorer engine rank; gloo o
     them must arrive for a broadcast to happen. Each wait is bounded by synchronizer.sync_timeout and
     ends in a SyncError naming who did not arrive.
 
-In async actors use `await pull_weights_async(...)`; everything else here blocks the calling thread.
+`pull_weights` is a coroutine (await it in async actors; `asyncio.run` it elsewhere); everything else
+here blocks the calling thread.
 """
 
 import socket
 import threading
 import time
-from typing import Any, Callable, Dict, List, Mapping, Optional
+from typing import Any, Awaitable, Callable, Dict, List, Mapping, Optional
 
 import ray
 import torch
@@ -59,6 +60,7 @@ from trinity.manager.packing import pack_state_dict, tensor_meta, unpack_state_d
 from trinity.manager.published_weights import CheckpointWeights, ObjectStoreWeights, TensorMeta
 
 Load = Callable[[Dict[str, torch.Tensor], int], None]
+LoadPublished = Callable[[Any, int], Awaitable[None]]  # (published descriptor, version)
 SUPERSEDED_RETRIES = 3  # a pull re-reads the newest version this often when the one it read was replaced
 
 
@@ -92,37 +94,40 @@ def publish_checkpoint_shard(
 # ---- pulling (memory and checkpoint) --------------------------------------------------------------
 
 
-def pull_weights(
-    synchronizer: Any, current_version: int, load: Load, explorer_name: Optional[str] = None, wait: bool = True
+async def pull_weights(
+    synchronizer: Any,
+    current_version: int,
+    load_published: LoadPublished,
+    explorer_name: Optional[str] = None,
+    wait: bool = True,
 ) -> int:
-    """Explorer: wait (unless `wait=False`) for a version newer than `current_version`, load it, return the
-    version now held (`current_version` when nothing newer came)."""
-    newest = ray.get(synchronizer.wait_new_model_state_dict.remote(current_version, not wait, explorer_name))
-    if newest <= current_version:
-        return current_version
-    attempt = 0
-    while True:  # ends: the last allowed attempt loads or raises
-        published, version = ray.get(synchronizer.get_model_state_dict.remote())
-        if not _superseded_while_loading(published, version, current_version, load, attempt):
-            return max(version, current_version)
-        attempt += 1
-
-
-async def pull_weights_async(
-    synchronizer: Any, current_version: int, load: Load, explorer_name: Optional[str] = None, wait: bool = True
-) -> int:
+    """Explorer: wait (unless `wait=False`) for a version newer than `current_version`, hand its published
+    descriptor to `load_published` (which materializes it where the model lives), and return the version
+    now held (`current_version` when nothing newer came). The one pull protocol of memory and checkpoint
+    sync, for the explorer's engines and for any other receiver (`loading(load)` adapts a tensor loader)."""
     newest = await synchronizer.wait_new_model_state_dict.remote(current_version, not wait, explorer_name)
     if newest <= current_version:
         return current_version
     attempt = 0
     while True:  # ends: the last allowed attempt loads or raises
         published, version = await synchronizer.get_model_state_dict.remote()
-        if not _superseded_while_loading(published, version, current_version, load, attempt):
+        if not await _superseded_while_loading(published, version, current_version, load_published, attempt):
             return max(version, current_version)
         attempt += 1
 
 
-def _superseded_while_loading(published: Any, version: int, current_version: int, load: Load, attempt: int) -> bool:
+def loading(load: Load) -> LoadPublished:
+    """A `load_published` that materializes the weights in this process and hands the tensors to `load`."""
+
+    async def load_published(published: Any, version: int) -> None:
+        load(materialize(published, version), version)
+
+    return load_published
+
+
+async def _superseded_while_loading(
+    published: Any, version: int, current_version: int, load_published: LoadPublished, attempt: int
+) -> bool:
     """Load `version` if it is newer; True when its checkpoint files were removed because a newer version
     replaced it in the meantime (then the caller loads that one instead)."""
     if version <= current_version:
@@ -132,12 +137,11 @@ def _superseded_while_loading(published: Any, version: int, current_version: int
             return False  # the base model: already loaded
         raise SyncError(f"version {version} was announced without weights (the nccl method broadcasts them)")
     try:
-        tensors = materialize(published, version)
+        await load_published(published, version)
     except (FileNotFoundError, ShardError) as exc:
         if isinstance(published, CheckpointWeights) and attempt < SUPERSEDED_RETRIES:
             return True
         raise SyncError(f"the weights of version {version} cannot be read: {exc}") from exc
-    load(tensors, version)
     return False
 
 

@@ -1,10 +1,11 @@
 """Running one validated (stage) config in its mode, from any process: a launcher's job, a sweep task, a test.
 
-Per job: generate the built-in dataset if the config asks for one; join or start Ray; reserve the
-job's devices as one placement group; create the Synchronizer (get-if-exists: the launcher may have
-made it), then the explorer and/or trainer actors the mode needs, named in the job's own Ray
-namespace; prepare them; run; collect their final metrics; and remove every actor of the job —
-also when it fails or is interrupted.
+Per job (the launcher runs this in one Ray task per job): generate the built-in dataset if the config
+asks for one; join or start Ray; reserve the job's devices as one placement group; create the
+Synchronizer and then the StateManager actor (the single writer of the job's progress files), then
+the explorer and/or trainer actors the mode needs, all named in the job's own Ray namespace; prepare
+them; run; collect their final metrics; and remove every actor of the job — also when it fails or is
+interrupted. This is the one owner of a job's cleanup.
 """
 
 import logging
@@ -19,6 +20,7 @@ from trinity.config.root import Config, Mode
 from trinity.config.topology import EXPLORER_MODES, TRAINER_MODES, served_engines
 from trinity.logs import apply_log_level
 from trinity.manager import Synchronizer
+from trinity.manager.state_actor import create_state_actor
 from trinity.orchestration.cluster import connect, engine_bundle, rank_bundle, release, reserve
 from trinity.orchestration.progress import ProgressBar
 
@@ -64,10 +66,11 @@ def run_job(config: Config) -> Dict[str, float]:
     if buffer.storage_type == StorageType.queue:
         destroy_queue(buffer.name, config.ray_namespace)  # a crashed run's leftovers are never reused
     synchronizer = Synchronizer.get_actor(config)
+    state = create_state_actor(config)
     try:
         return _run_mode(config, group, actors)
     finally:
-        _cleanup(config, actors, synchronizer)
+        _cleanup(config, actors, [state, synchronizer])
         release(group)
 
 
@@ -144,9 +147,9 @@ def _wait_loop(pending, config, phase, actors, bar, last_progress, quiet_since, 
             )
 
 
-def _cleanup(config: Config, actors: Dict[str, object], synchronizer) -> None:
+def _cleanup(config: Config, actors: Dict[str, object], keepers: List[object]) -> None:
     """Remove the job's actors: explorer and trainer (their engines and ranks die with them), the
-    queue and the Synchronizer, which are detached and would otherwise outlive the job."""
+    queue and the Synchronizer (detached: they would otherwise outlive the job), the StateManager."""
     for role, actor in actors.items():
         try:
             ray.get(actor.shutdown.remote(), timeout=60)
@@ -156,4 +159,5 @@ def _cleanup(config: Config, actors: Dict[str, object], synchronizer) -> None:
     buffer = config.buffer.trainer_input.experience_buffer
     if buffer.storage_type == StorageType.queue:
         destroy_queue(buffer.name, config.ray_namespace)
-    ray.kill(synchronizer)
+    for keeper in keepers:
+        ray.kill(keeper)

@@ -1,17 +1,18 @@
-"""Builders of registry entries from the seed table: each reads its schema path(s), default and variant
-from `trinity.config.seed_keys`, so a module of the config registry only says how an entry is shown."""
+"""Builders of registry entries from the seed table: each reads its schema path(s) and variant from
+`trinity.config.seed_keys` (and its default from the schema), so a module of the config registry only
+says how an entry is shown."""
 
-from typing import Any, Callable, Dict, List, Optional, Sequence
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import streamlit as st
 
-from trinity.config.fields import field_infos
+from trinity.config.fields import FieldInfo, field_infos
 from trinity.config.functions import REGISTRIES
 from trinity.config.seed_keys import SEED_KEYS, SeedKey, resolve_field
 from trinity.studio import page
 from trinity.studio.bindings import Binding
 from trinity.studio.selection import all_options
-from trinity.studio.widgets import help_of, label_of, render_derived, render_field
+from trinity.studio.widgets import help_of, label_of, render_derived, render_field, unapplied_note
 
 SEED: Dict[str, SeedKey] = {key.function: key for key in SEED_KEYS}
 
@@ -207,27 +208,30 @@ def composite(registry, function: str, *, visible: Predicate = None, per_row: in
 
 
 def flags(registry, function: str, *, label: str) -> Callable:
-    """A seed entry shown as one multiselect whose options are boolean fields (training_args)."""
+    """A seed entry shown as one multiselect whose options are boolean fields (training_args). A flag
+    nothing applies yet is no option: it stays at its default, and the help says why."""
     seed = SEED[function]
     name = _config_name(function)
     bindings = tuple(Binding(f"{name}.{path.rsplit('.', 1)[-1]}", (path,)) for path in seed.paths)
-    flag_names = [path.rsplit(".", 1)[-1] for path in seed.paths]
+
+    def flag_fields() -> List[Tuple[Binding, str, FieldInfo]]:
+        variant = page.selection().variant()
+        return [(b, b.key.rsplit(".", 1)[-1], resolve_field(b.paths[0], variant)) for b in bindings]
 
     def store() -> None:
         chosen = set(st.session_state[name])
-        for binding, flag in zip(bindings, flag_names, strict=True):
-            st.session_state[binding.key] = flag in chosen
+        for binding, flag, info in flag_fields():
+            if not info.unapplied:
+                st.session_state[binding.key] = flag in chosen
 
     def render(key: str) -> Any:
-        st.session_state[name] = [
-            flag for binding, flag in zip(bindings, flag_names, strict=True) if st.session_state[binding.key]
-        ]
-        infos = [resolve_field(path, page.selection().variant()) for path in seed.paths]
+        fields = flag_fields()
+        st.session_state[name] = [flag for b, flag, info in fields if not info.unapplied and st.session_state[b.key]]
         text = "\n\n".join(
-            f"**{flag}** (`{path}`): {info.help}"
-            for flag, path, info in zip(flag_names, seed.paths, infos, strict=True)
+            f"**{flag}** (`{b.paths[0]}`): {info.help} {unapplied_note(info)}".rstrip() for b, flag, info in fields
         )
-        return st.multiselect(label, flag_names, key=name, help=text, on_change=store)
+        options = [flag for _, flag, info in fields if not info.unapplied]
+        return st.multiselect(label, options, key=name, help=text, on_change=store)
 
     return registry.register_config(
         config_func=_named(render, function),

@@ -1,6 +1,7 @@
 """Reading a config back into the page: the file is composed by Hydra exactly as the CLI would compose it
 (`--config-dir`), then each page field takes its value, and every other key that differs from the
-defaults is kept as an "other keys" override, so regenerating loses nothing."""
+defaults is kept as an "other keys" override, so regenerating loses nothing. The one exception is a
+field nothing applies yet: it goes back to its default, with a note saying so."""
 
 import dataclasses
 import tempfile
@@ -15,7 +16,8 @@ from hydra.errors import HydraException
 from omegaconf import DictConfig, ListConfig, OmegaConf, open_dict
 from omegaconf.errors import OmegaConfBaseException
 
-from trinity.config.fields import FieldInfo
+from trinity.config.errors import show
+from trinity.config.fields import FieldInfo, field_infos
 from trinity.config.store import CONF_DIR, GROUPS
 from trinity.studio.evaluation import COMPOSE_LOCK, compose_locked, error_text
 from trinity.studio.overrides import forced_override, value_override
@@ -89,7 +91,28 @@ def _loaded(cfg: DictConfig, warnings: List[str]) -> Loaded:
     choices = {group: str(cfg.hydra.runtime.choices[group]) for group in GROUPS}
     with open_dict(cfg):
         del cfg["hydra"]
+    reset_unapplied(cfg, "", warnings)
     return Loaded(choices, cfg, warnings)
+
+
+def reset_unapplied(node: DictConfig, prefix: str, notes: List[str]) -> None:
+    """Put every field that nothing applies yet back to its default, noting each one: validation refuses
+    any other value, and the page locks such fields at their defaults, so the value could not be fixed."""
+    infos = field_infos(OmegaConf.get_type(node))
+    for key in node.keys():
+        info, child, path = infos.get(key), node._get_node(key), f"{prefix}{key}"
+        if info is None or child._is_missing():
+            continue
+        value = plain(child) if _is_container(child) else child._value()
+        if info.unapplied and plain(value) != plain(info.default):
+            node[key] = info.default
+            notes.append(f"{path} = {show(value)} is back at its default, as it is not applied: {info.unapplied}")
+        elif _is_section(child):
+            reset_unapplied(child, path + ".", notes)
+        elif isinstance(child, ListConfig):
+            for index, item in enumerate(child):
+                if _is_section(item):
+                    reset_unapplied(item, f"{path}[{index}].", notes)
 
 
 def field_value(cfg: DictConfig, path: str, info: FieldInfo) -> Any:

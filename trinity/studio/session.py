@@ -1,17 +1,20 @@
 """The page's session state over reruns: defaults on first run, values kept while widgets are hidden,
-and defaults that follow the selection (repeat_times is 1 for ppo, 2 for grpo) unless the user changed them."""
+defaults that follow the selection (repeat_times is 1 for ppo, 2 for grpo) unless the user changed them,
+and a loaded config put into the page."""
 
 import copy
 from typing import Any, Dict, Iterator
 
 import streamlit as st
 
-from trinity.studio import page
+from trinity.studio import loading, page
 from trinity.studio.bindings import Binding
 from trinity.studio.items import sync_items
+from trinity.studio.selection import GROUP_KEYS
 from trinity.studio.values import acceptable, is_mapping, item_class, plain, to_state
 
 APPLIED_KEY = "_applied_selection"
+GENERATED_KEY = "config_generated"  # the Generate button was pressed (and the page not changed since)
 
 
 def reset(registry, page_defaults: Dict[str, Any]) -> None:
@@ -62,3 +65,22 @@ def follow_selection(registry) -> None:
                 st.session_state[binding.key] = new_default
         applied = now
     st.session_state[APPLIED_KEY] = page.selection()
+
+
+def apply_loaded(registry, loaded: loading.Loaded) -> None:
+    """Put a composed config into the page: fields take its values, other keys become override lines."""
+    state = st.session_state
+    owned = registry.default_config()
+    for key, value in owned.items():
+        state[key] = copy.deepcopy(value)
+    for group, key in GROUP_KEYS.items():
+        state[key] = loaded.choices[group]
+    chosen = loaded.selection()
+    for binding in _value_bindings(registry):
+        if resolved := binding.resolve(chosen):
+            state[binding.key] = loading.field_value(loaded.config, *resolved)
+    state[APPLIED_KEY] = page.selection()
+    covered = {path for _, path, _ in page.contributing(registry, page.selection())}
+    kept = loading.kept_overrides(loaded, covered, page.selection().group_overrides())
+    state[page.EXTRA_KEY] = "\n".join(kept)
+    state[GENERATED_KEY] = False

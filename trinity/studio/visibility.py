@@ -6,13 +6,12 @@ import streamlit as st
 
 from trinity.config.algorithm import AlgorithmConfig, DataSchema
 from trinity.config.store import SCHEMAS
+from trinity.config.topology import EXPLORER_MODES
 from trinity.studio import page
 from trinity.studio.selection import option_schema
 
-EXPLORER_MODES = ("both", "explore", "bench")
 
-
-def algorithm_schema() -> type:
+def algorithm_schema() -> type[AlgorithmConfig]:
     """The schema class of the selected algorithm option (e.g. PPOConfig)."""
     option = page.selection().option("algorithm")
     return SCHEMAS["algorithm"][option_schema("algorithm", option)]
@@ -24,18 +23,18 @@ def use_critic() -> bool:
 
 
 def data_schema() -> DataSchema:
-    schema: type[AlgorithmConfig] = algorithm_schema()
-    return schema.schema
+    """The row format the selected algorithm type reads (which dataset columns the page asks for)."""
+    return algorithm_schema().schema
 
 
 def offline() -> bool:
-    """sft and dpo train from a dataset: no taskset, no explorer, dataset fields instead."""
-    return data_schema() in (DataSchema.sft, DataSchema.dpo)
+    """The selected algorithm type trains from a dataset (sft, dpo): no taskset, no explorer, dataset fields."""
+    return algorithm_schema().trains_from_dataset
 
 
 def explorer_visible() -> bool:
     """The explorer runs in the mode validation derives (not for sft/dpo, which train only)."""
-    return page.derived_mode() in EXPLORER_MODES
+    return page.derived_mode() in {mode.value for mode in EXPLORER_MODES}
 
 
 def value(key: str):

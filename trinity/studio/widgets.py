@@ -1,5 +1,6 @@
 """One Streamlit widget per schema field, chosen by the field's type; label, range, choices and help
-come from the FieldInfo. Widgets are bound to their session key only (values live in session state)."""
+come from the FieldInfo. Widgets are bound to their session key only (values live in session state).
+A field nothing applies yet is shown disabled at its default, marked "not applied" with the reason."""
 
 import math
 from typing import Any, Callable, Optional, Sequence
@@ -8,9 +9,10 @@ import streamlit as st
 
 from trinity.config.errors import show
 from trinity.config.fields import FieldInfo, type_name
-from trinity.studio.values import enum_of_list, is_mapping, numeric
+from trinity.studio.values import enum_of_list, is_mapping, numeric, to_state
 
 NONE_LABEL = "(empty)"
+NOT_APPLIED = " (not applied)"
 
 
 def label_of(name: str) -> str:
@@ -27,10 +29,13 @@ def help_of(info: FieldInfo, path: str, extra: str = "") -> str:
         facts.append(f"allowed: {allowed}")
     if not info.derived:
         facts.append(f"default: {_default_text(info.default)}")
-    parts = [info.help, " · ".join(facts)]
-    if extra:
-        parts.append(extra)
-    return "\n\n".join(parts)
+    parts = [unapplied_note(info), info.help, " · ".join(facts), extra]
+    return "\n\n".join(part for part in parts if part)
+
+
+def unapplied_note(info: FieldInfo) -> str:
+    """Why the field is locked at its default (empty for a field that is applied)."""
+    return f"Not applied: {info.unapplied}." if info.unapplied else ""
 
 
 def _default_text(value: Any) -> str:
@@ -52,6 +57,9 @@ def render_field(
     help_extra: str = "",
 ) -> Any:
     """Render the widget for `info` bound to session key `key` and return its value."""
+    if info.unapplied:  # locked: validation refuses any other value
+        st.session_state[key] = to_state(info, info.default)
+        label, disabled = label + NOT_APPLIED, True
     help_text = help_of(info, path, help_extra)
     common = {"key": key, "help": help_text, "disabled": disabled, "on_change": on_change}
     value = st.session_state.get(key)
@@ -110,3 +118,12 @@ def render_derived(key: str, value: Any, label: str, help_text: str) -> None:
     st.session_state[key] = value
     whole = isinstance(value, int) and not isinstance(value, bool)
     st.number_input(label, key=key, disabled=True, help=help_text, step=1 if whole else None)
+
+
+def render_message(key: str) -> None:
+    """The outcome of the last action, kept in session state as (kind, text): an error or a success."""
+    kind, text = st.session_state.get(key, ("", ""))
+    if kind == "error":
+        st.error(text)
+    elif kind:
+        st.success(text)

@@ -24,9 +24,10 @@ from trinity.buffer.taskset import train_taskset_reader
 from trinity.config.functions import ADVANTAGE_FN, KL_PENALTY_FN, SAMPLE_STRATEGY
 from trinity.config.root import Config, Mode, SyncMethod, SyncStyle
 from trinity.config.trainer import ResumeMode
-from trinity.job_layout import CheckpointError, actor_dir, critic_dir, mark_complete
+from trinity.job_layout import CheckpointError, actor_dir, critic_dir
 from trinity.logs import apply_log_level
-from trinity.manager import RunningStatus, StateManager, Synchronizer
+from trinity.manager import RunningStatus, Synchronizer
+from trinity.manager.state_actor import state_actor
 from trinity.model.load import load_tokenizer, resolve_model_path
 from trinity.monitor import Monitor
 from trinity.placement import in_bundle
@@ -48,7 +49,7 @@ class Trainer:
         self.placement = placement
         self.config = config
         self.name = config.trainer.name
-        self.state = StateManager(config.checkpoint_job_dir, trainer_name=self.name)
+        self.state = state_actor(config)
         self.synchronizer = Synchronizer.get_actor(config)
         path = resolve_model_path(config.model)
         self.tokenizer = load_tokenizer(path, config.model.trust_remote_code, config.model.custom_chat_template)
@@ -103,7 +104,7 @@ class Trainer:
         if directory is not None:
             contents = [str(c) for c in config.trainer.actor.checkpoint.load_contents]
             steps = await asyncio.gather(*[w.load_checkpoint.remote(str(directory), contents) for w in self.workers])
-            meta = self.state.load_trainer()
+            meta = await self.state.load_trainer.remote()
             self.step = meta.get("latest_iteration", steps[0])
             if meta.get("sample_strategy_state"):
                 self.strategy.load_state_dict(meta["sample_strategy_state"])
@@ -263,8 +264,7 @@ class Trainer:
             critic = str(critic_dir(job_dir, self.step))
             await asyncio.gather(*[w.save_critic.remote(critic, self.step, critic_contents) for w in self.workers])
         (directory / CONTROLLER_STATE).write_text(json.dumps(self._controller_state()))
-        mark_complete(job_dir, self.step)
-        self.state.save_trainer(self.step, self.strategy.state_dict(), model_version=self.step)
+        await self.state.commit_checkpoint.remote(self.step, self.strategy.state_dict(), self.step)
         removed = prune(job_dir, trainer.max_actor_ckpt_to_keep)
         if removed:
             logger.info("Pruned checkpoints of steps %s.", removed)

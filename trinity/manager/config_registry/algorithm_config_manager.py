@@ -2,13 +2,11 @@
 (seed: algorithm_config_manager). Arguments the seed does not name get `<arg>_in_<function key>` entries,
 so every argument of every selected function can be edited."""
 
-from typing import List
-
 from trinity.config.fields import field_infos
 from trinity.config.functions import REGISTRIES
 from trinity.manager.config_registry.config_registry import CONFIG_GENERATORS as CG
 from trinity.studio import entries, page
-from trinity.studio.entries import ARG_VIEWS, arg_key, function_selected
+from trinity.studio.entries import arg_key, function_selected
 from trinity.studio.visibility import ARG_CONDITIONS, logavgexp_baseline
 
 
@@ -76,26 +74,3 @@ def _register_remaining_arguments() -> None:
 
 
 _register_remaining_arguments()
-
-SHOWN_ELSEWHERE = ("kl_coef_in_kl_loss_fn", "entropy_coef_in_entropy_loss_fn")
-
-
-def advanced_arg_names() -> List[str]:
-    """The entries of the selected functions' arguments, in function order, for the advanced rows: a seed
-    name that shows the argument for this selection (e.g. sft_loss_agg_mode) before its generic owner."""
-    chosen = page.selection()
-    names = []
-    for fn_key, registry in REGISTRIES.items():
-        name = chosen.function(fn_key)
-        if name in (None, "none"):
-            continue
-        try:
-            spec = registry.resolve(name)
-        except ValueError:
-            continue
-        for arg in field_infos(spec.args):
-            key = arg_key(fn_key, arg)
-            shown = next((n for n in [*ARG_VIEWS.get(key, []), key] if CG.get(n) is not None), None)
-            if shown is not None and shown not in SHOWN_ELSEWHERE:
-                names.append(shown)
-    return names

@@ -1,25 +1,16 @@
 """Studio entries of the buffer: batch sizes, the taskset, eval tasksets, the experience buffer and the
 sft/dpo dataset (seed: buffer_config_manager)."""
 
-from typing import Any, Optional
+from typing import Any
 
 from trinity.config.buffer import PRIORITY_FN_ARGS, PriorityFn
 from trinity.config.fields import field_infos
 from trinity.manager.config_registry.config_registry import CONFIG_GENERATORS as CG
-from trinity.studio import entries, page
+from trinity.studio import entries
 from trinity.studio.items import item_list
+from trinity.studio.layout import get_train_batch_size, get_train_batch_size_per_gpu  # noqa: F401  (seed getters)
 from trinity.studio.values import parse_json_mapping
 from trinity.studio.visibility import data_schema, explorer_visible, offline, replay_enabled
-
-
-def get_train_batch_size() -> Optional[int]:
-    """Experiences per train step as validation derives it (batch_size x repeat_times unless set)."""
-    return page.current().derived("buffer.train_batch_size")
-
-
-def get_train_batch_size_per_gpu() -> Optional[int]:
-    """Experiences per trainer device and step, as validation derives it."""
-    return page.current().derived("buffer.train_batch_size_per_device")
 
 
 def parse_priority_fn_args(text: Any) -> dict:
