@@ -29,7 +29,7 @@ def validated(*overrides: str, root: str = "/tmp/trinity-tests", staged: bool = 
     the default experiment's stages are dropped, leaving its single-stage GRPO setup."""
     if not any(o.startswith("checkpoint_root_dir=") for o in overrides):
         overrides = (f"checkpoint_root_dir={root}", *overrides)
-    if not staged and not any(o.startswith(("stages=", "+experiment=")) for o in overrides):
+    if not staged and not any(o.startswith(("stages=", "experiment=")) for o in overrides):
         overrides = ("stages=[]", *overrides)
     return validate(compose(overrides))
 

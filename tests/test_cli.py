@@ -16,7 +16,8 @@ PRESETS = sorted(p.stem for p in (REPO / "conf" / "experiment").glob("*.yaml"))
     [
         ["dry_run=true"],
         ["algorithm=ppo", "trainer=fsdp2", "dry_run=true"],
-        *[[f"+experiment={name}", "dry_run=true"] for name in PRESETS],
+        ["algorithm=on_policy_distill", "dry_run=true"],  # every type in-process: tests/test_experiment_stages.py
+        *[[f"experiment={name}", "dry_run=true"] for name in PRESETS],
     ],
     ids=lambda args: " ".join(args),
 )
@@ -81,7 +82,7 @@ def test_help_lists_groups_and_options_but_not_schemas(tmp_path):
     groups = {line.split(":")[0]: line for line in result.stdout.splitlines() if ": " in line}
     assert "grpo" in groups["algorithm"] and "ppo" in groups["algorithm"]
     assert groups["trainer"].endswith("fsdp, fsdp2, megatron")
-    assert "arithmetic" in groups["+experiment"] and "qwen_gsm8k" in groups["+experiment"]
+    assert "arithmetic" in groups["experiment"] and "qwen_gsm8k" in groups["experiment"]
     assert "schema" not in result.stdout.split("== Config ==")[0]
 
 

@@ -46,7 +46,7 @@ def test_every_option_composes_and_validates(group, option):
 
 @pytest.mark.parametrize("preset", OPTIONS["experiment"])
 def test_every_experiment_preset_validates(preset):
-    assert validated(f"+experiment={preset}").configs
+    assert validated(f"experiment={preset}").configs
 
 
 def test_every_yaml_file_is_an_option_over_a_schema():
@@ -55,6 +55,15 @@ def test_every_yaml_file_is_an_option_over_a_schema():
             assert path.read_text().startswith("# @package _global_"), path
         else:
             assert f"/schema/{path.parent.name}/" in path.read_text(), f"{path} does not start from a schema"
+
+
+def test_experiment_stages_belong_to_a_preset_and_an_algorithm_type():
+    """conf/experiment/stages/<experiment>/<algorithm>.yaml, picked by conf/config.yaml's defaults list."""
+    plans = list((REPO / "conf" / "experiment" / "stages").glob("*/*.yaml"))
+    assert plans
+    for path in plans:
+        assert path.parent.name in OPTIONS["experiment"] and path.stem in OPTIONS["algorithm"], path
+        assert path.read_text().startswith("# @package _global_"), path
 
 
 def test_yaml_values_reach_the_config_and_schema_defaults_fill_the_rest():

@@ -123,6 +123,10 @@ BAD = {
         ["algorithm=mix", "+buffer.trainer_input.auxiliary_buffers={sft_dataset:{split:train}}"],
         "buffer.trainer_input.auxiliary_buffers.sft_dataset.path",
     ),
+    "replay without a queue": (
+        ["buffer=sql", "buffer.trainer_input.experience_buffer.replay_buffer.enable=true"],
+        "buffer.trainer_input.experience_buffer.replay_buffer.enable",
+    ),
     # trainer
     "resume path not a checkpoint": (["trainer.resume_mode=resume_path"], "trainer.resume_from_path"),
     "resume path missing on disk": (
@@ -142,7 +146,7 @@ BAD = {
     "unknown key added with +": (["+buffer.batch_sise=4"], "buffer.batch_sise"),
     "derived key set by hand": (["buffer.train_batch_size_per_device=4"], "buffer.train_batch_size_per_device"),
     "stage override typo": (
-        ["+experiment=arithmetic", "+stages.0.algorithm.optimizr={lr:1}"],
+        ["experiment=arithmetic", "+stages.0.algorithm.optimizr={lr:1}"],
         "stages[0].algorithm",
     ),
 }
@@ -240,7 +244,7 @@ def test_stages_merge_over_the_base_and_switch_schemas():
 
 
 def test_stage_problems_are_named_by_the_key_the_user_wrote():
-    inherited = problems("+experiment=arithmetic", "algorithm.repeat_times=0")
+    inherited = problems("experiment=arithmetic", "algorithm.repeat_times=0")
     assert "algorithm.repeat_times" in inherited and "(in stage 1)" in inherited["algorithm.repeat_times"].rule
     own = problems("stages=[{stage_name:a,mode:train,algorithm:{algorithm_type:sft,repeat_times:0}}]")
     assert "stages[0].algorithm.repeat_times" in own and "(in stage" not in own["stages[0].algorithm.repeat_times"].rule

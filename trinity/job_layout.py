@@ -60,9 +60,14 @@ def latest_step(job_dir: str) -> Optional[int]:
     return step
 
 
-def completed_steps(job_dir: str) -> List[int]:
+def steps_on_disk(job_dir: Union[str, Path]) -> List[int]:
+    """Every step that has a directory (complete checkpoint or weights published for sync), ascending."""
     root = Path(job_dir)
     if not root.is_dir():
         return []
-    steps = [int(m.group(1)) for p in root.iterdir() if (m := STEP_DIR.match(p.name)) and (p / FULL_FLAG).exists()]
-    return sorted(steps)
+    return sorted(int(m.group(1)) for p in root.iterdir() if (m := STEP_DIR.match(p.name)))
+
+
+def completed_steps(job_dir: Union[str, Path]) -> List[int]:
+    """The steps whose directory holds a complete training checkpoint, ascending."""
+    return [step for step in steps_on_disk(job_dir) if (step_dir(job_dir, step) / FULL_FLAG).exists()]

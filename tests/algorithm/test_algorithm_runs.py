@@ -1,75 +1,61 @@
-"""Every algorithm type runs 2 train steps on the tiny model on CPU: finite losses, advancing versions.
+"""Every algorithm type runs from the default experiment with one override, `algorithm=X`, on the tiny
+model on CPU, shrunk to a couple of steps: finite losses, advancing versions.
 
-RL types run in mode both (explorer + trainer over the queue); sft and dpo run in mode train and read
-their datasets from local JSONL files; mix adds the expert SFT file; on_policy_distill scores responses
-with a second tiny model (different random init) as the teacher.
+Each type runs its stages as `python -m trinity algorithm=X` would (README: "Every algorithm type with
+one override"): the SFT warm-up, then its own stage, 2 train steps. All types share one experiment
+directory, as repeated runs of the default experiment do, so the first type trains the warm-up and the
+others skip it (`stage_meta.json`): the file pays for one warm-up, not sixteen. sft's run is the
+warm-up alone; dpo and mix read the generated pairs and solved examples; on_policy_distill's teacher
+is the warm-up's export and its student the base model.
 """
 
-import json
 import math
 from pathlib import Path
 
 import pytest
 
-from tests.orchestration.conftest import small_config
+from tests.orchestration.conftest import SMALL, small_config
 from trinity.config import compose, validate
 from trinity.config.algorithm import ALGORITHM_SCHEMAS, AlgorithmType, DataSchema
 from trinity.job_layout import completed_steps
-from trinity.model.load import resolve_model_path
 from trinity.monitor import read_scalars
 from trinity.orchestration.job import run_job
+from trinity.orchestration.stages import run_experiment
 
-PLAIN_SFT = "{prompt_type:plaintext,prompt_key:question,response_key:answer}"
-
-
-def teacher_dir(tmp_path) -> str:
-    """A tiny model built with another seed: same tokenizer, different weights."""
-    config = validate(compose([f"checkpoint_root_dir={tmp_path}", "stages=[]", "model.tiny.seed=7"])).configs[0]
-    return resolve_model_path(config.model)
-
-
-def write_dpo_pairs(path) -> None:
-    rows = [
-        {"prompt": f"{a}+{b}=", "chosen": str(a + b), "rejected": str(a + b + 1)} for a in range(4) for b in range(4)
-    ]
-    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+SHORT = [
+    *(override for override in SMALL if override != "stages=[]"),
+    "stages.0.buffer.train_batch_size=8", "stages.0.buffer.total_steps=2", "stages.0.trainer.save_interval=2",
+    "buffer.total_steps=2", "trainer.save_interval=1",
+]  # fmt: skip
 
 
-def overrides(kind: AlgorithmType, tmp_path) -> list:
-    data = tmp_path / "data" / "arithmetic"
-    common = [f"algorithm={kind.value}", f"data.dir={data}", "buffer.total_steps=2", "trainer.save_interval=1",
-              "trainer.save_hf_checkpoint=never"]  # fmt: skip
-    schema = ALGORITHM_SCHEMAS[kind].schema
-    if schema == DataSchema.sft:
-        return [*common, "buffer.train_batch_size=8", f"buffer.trainer_input.experience_buffer.path={data}/sft.jsonl",
-                f"buffer.trainer_input.experience_buffer.format={PLAIN_SFT}"]  # fmt: skip
-    if schema == DataSchema.dpo:
-        pairs = tmp_path / "dpo.jsonl"
-        write_dpo_pairs(pairs)
-        return [*common, "buffer.train_batch_size=4", f"buffer.trainer_input.experience_buffer.path={pairs}",
-                "buffer.trainer_input.experience_buffer.format={prompt_type:plaintext}"]  # fmt: skip
-    if kind == AlgorithmType.mix:
-        expert = f"{{sft_dataset:{{path:{data}/sft.jsonl,format:{PLAIN_SFT}}}}}"
-        return [*common, "algorithm.repeat_times=4", f"+buffer.trainer_input.auxiliary_buffers={expert}"]
-    if kind == AlgorithmType.on_policy_distill:
-        return [
-            *common,
-            "algorithm.repeat_times=4",
-            f"explorer.auxiliary_models=[{{model_path:{teacher_dir(tmp_path)}}}]",
-        ]
-    return [*common, "algorithm.repeat_times=4"]
+@pytest.fixture(scope="module")
+def experiment_root(tmp_path_factory):
+    """The checkpoint root every type's run shares (so the warm-up is trained once)."""
+    return tmp_path_factory.mktemp("experiment")
+
+
+def losses(job_dir: str) -> list:
+    return [value for _, value in read_scalars(f"{job_dir}/monitor/tensorboard/trainer")["actor/loss"]]
 
 
 @pytest.mark.parametrize("kind", list(AlgorithmType), ids=lambda kind: kind.value)
-def test_two_train_steps(ray_cluster, tmp_path, kind):
-    config = small_config(tmp_path, *overrides(kind, tmp_path))
-    metrics = run_job(config)
-    assert metrics["trainer/step"] == 2
-    job = config.checkpoint_job_dir
-    assert completed_steps(job) == [1, 2]
+def test_two_train_steps_from_the_default_experiment(ray_cluster, experiment_root, kind):
+    validated = validate(compose([f"checkpoint_root_dir={experiment_root}", *SHORT, f"algorithm={kind.value}"]))
+    run_experiment(validated)
+    warmup, stage = validated.configs[0], validated.configs[-1]
+    assert warmup.algorithm.algorithm_type == AlgorithmType.sft and completed_steps(warmup.checkpoint_job_dir) == [2]
+    assert stage.algorithm.algorithm_type == kind
+    job = stage.checkpoint_job_dir
+    if kind != AlgorithmType.sft:
+        assert completed_steps(job) == [1, 2]
+    assert len(losses(job)) == 2 and all(math.isfinite(v) for v in losses(job)), losses(job)
+    check_type_specific_metrics(kind, job)
+
+
+def check_type_specific_metrics(kind: AlgorithmType, job: str) -> None:
+    """What only some types log: rollouts and versions, the critic, expert rows, the teacher's signal."""
     trainer = read_scalars(f"{job}/monitor/tensorboard/trainer")
-    losses = [value for _, value in trainer["actor/loss"]]
-    assert len(losses) == 2 and all(math.isfinite(v) for v in losses), losses
     if ALGORITHM_SCHEMAS[kind].schema == DataSchema.experience:
         explorer = read_scalars(f"{job}/monitor/tensorboard/explorer")
         versions = [value for _, value in explorer["rollout/model_version"]]
@@ -87,11 +73,11 @@ def test_two_train_steps(ray_cluster, tmp_path, kind):
 
 
 def test_ppo_rerun_resumes_actor_and_critic(ray_cluster, tmp_path):
-    first = small_config(tmp_path, *overrides(AlgorithmType.ppo, tmp_path))
+    single_stage = ["algorithm=ppo", "trainer.save_interval=1", "trainer.save_hf_checkpoint=never"]
+    first = small_config(tmp_path, *single_stage, "buffer.total_steps=2")
     run_job(first)
     critic_step_2 = Path(first.checkpoint_job_dir) / "global_step_2" / "critic"
-    longer = [o for o in overrides(AlgorithmType.ppo, tmp_path) if not o.startswith("buffer.total_steps")]
-    again = small_config(tmp_path, *longer, "buffer.total_steps=3")
+    again = small_config(tmp_path, *single_stage, "buffer.total_steps=3")
     assert again.checkpoint_job_dir == first.checkpoint_job_dir
     assert run_job(again)["trainer/step"] == 3
     assert completed_steps(again.checkpoint_job_dir) == [1, 2, 3] and critic_step_2.is_dir()

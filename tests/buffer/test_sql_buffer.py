@@ -9,7 +9,7 @@ from trinity.buffer.experience import Experience
 from trinity.buffer.factory import make_reader, make_writer
 from trinity.buffer.sql_engine import with_retries
 from trinity.buffer.sql_io import SqlReader, SqlWriter
-from trinity.config.buffer import ExperienceBufferConfig, ReplayBufferConfig, StorageType
+from trinity.config.buffer import ExperienceBufferConfig, StorageType
 
 
 def exp(version: int, run: int = 0) -> Experience:
@@ -79,17 +79,9 @@ def test_min_model_version_passes_over_old_rows(tmp_path):
     assert versions(reader.read(batch_size=1)) == [4]
 
 
-def test_bad_urls_and_replay_are_refused(tmp_path):
+def test_bad_urls_are_refused(tmp_path):
     with pytest.raises(ValueError, match="in-memory SQLite"):
         make_writer(ExperienceBufferConfig(name="m", storage_type=StorageType.sql, path="sqlite://"))
-    replay = ExperienceBufferConfig(
-        name="r",
-        storage_type=StorageType.sql,
-        path=f"sqlite:///{tmp_path}/r.db",
-        replay_buffer=ReplayBufferConfig(enable=True),
-    )
-    with pytest.raises(ValueError, match="replay_buffer.enable needs storage_type=queue"):
-        make_reader(replay)
 
 
 def test_retries_end_in_an_error_that_says_how_often():

@@ -127,7 +127,7 @@ def test_experiment_preset_and_command_line_give_the_same_config(tmp_path):
     stem = stem_of(config_file_text(at))
     (tmp_path / "presets" / "experiment").mkdir(parents=True)
     (tmp_path / "presets" / "experiment" / f"{stem}.yaml").write_text(preset_text(at))
-    preset = run_cli("--config-dir", str(tmp_path / "presets"), f"+experiment={stem}", "dry_run=true", cwd=tmp_path)
+    preset = run_cli("--config-dir", str(tmp_path / "presets"), f"experiment={stem}", "dry_run=true", cwd=tmp_path)
     assert preset.returncode == 0, preset.stderr
     assert dry_run_config(preset.stdout) == expected
     argv = shlex.split(command_text(at))
@@ -167,7 +167,7 @@ def test_shipped_configs_load_into_the_page_without_losing_a_key(preset):
     widget(at, "start_over").click()
     at.run()
     assert any("Loaded" in s.value for s in at.success), [e.value for e in at.error]
-    expected = validate(compose([f"+experiment={preset}"] if preset else [])).configs[0]
+    expected = validate(compose([f"experiment={preset}"] if preset else [])).configs[0]
     assert not widget(at, "generate_config").disabled, widget(at, "generate_config").help
     generate(at)
     assert resolved_config(at) == yaml.safe_load(OmegaConf.to_yaml(OmegaConf.structured(expected)))

@@ -19,15 +19,7 @@ from trinity.config.algorithm import DataSchema
 from trinity.config.buffer import ExperienceBufferConfig, StorageType
 
 
-def _check_replay(buffer: ExperienceBufferConfig) -> None:
-    if buffer.replay_buffer.enable and buffer.storage_type != StorageType.queue:
-        raise ValueError(
-            f"buffer '{buffer.name}': replay_buffer.enable needs storage_type=queue, got {buffer.storage_type}"
-        )
-
-
 def make_writer(buffer: ExperienceBufferConfig, namespace: Optional[str] = None) -> ExperienceWriter:
-    _check_replay(buffer)
     if buffer.storage_type == StorageType.queue:
         return QueueWriter(buffer, namespace)
     if buffer.storage_type == StorageType.file:
@@ -38,7 +30,6 @@ def make_writer(buffer: ExperienceBufferConfig, namespace: Optional[str] = None)
 def make_reader(
     buffer: ExperienceBufferConfig, batch_size: Optional[int] = None, namespace: Optional[str] = None
 ) -> ExperienceReader:
-    _check_replay(buffer)
     if buffer.storage_type == StorageType.queue:
         return QueueReader(buffer, batch_size, namespace)
     if buffer.storage_type == StorageType.file:

@@ -30,5 +30,7 @@ class DataConfig:
     builtin: Optional[BuiltinDataset] = setting(
         None, help="Generate this built-in dataset into data.dir before the run (reused when it exists)."
     )
-    dir: str = setting("", help="Directory of the built-in dataset's files (train.jsonl, test.jsonl, sft.jsonl).")
+    dir: str = setting(
+        "", help="Directory of the built-in dataset's files (train.jsonl, test.jsonl, sft.jsonl, dpo.jsonl)."
+    )
     arithmetic: ArithmeticDataConfig = setting(help="The arithmetic dataset.", factory=ArithmeticDataConfig)

@@ -37,14 +37,11 @@ def group_options(conf_dir: Path = CONF_DIR) -> dict:
 
 
 def help_template() -> str:
-    groups = "\n".join(
-        f"{group}: {', '.join(names)}" if group != "experiment" else f"+experiment: {', '.join(names)}"
-        for group, names in group_options().items()
-    )
+    groups = "\n".join(f"{group}: {', '.join(names)}" for group, names in group_options().items())
     return (
         "${hydra.help.header}\n"
         "== Configuration groups ==\n"
-        "Compose your configuration from those groups (group=option); presets with +experiment=NAME\n\n"
+        "Compose your configuration from those groups (group=option); experiment=NAME picks a preset\n\n"
         f"{groups}\n\n"
         "== Config ==\n"
         "Override anything in the config (foo.bar=value). Every key, its default and its range: docs/config.md\n\n"

@@ -146,6 +146,7 @@ def _expand_stages(cfg: DictConfig, report: Report) -> List[Tuple[str, DictConfi
             if override is None:
                 continue
             base = _stage_base(stage_cfg[section], section, override)
+            base = OmegaConf.create(base)  # detached: a stage may add entries to typed dicts (auxiliary_buffers)
             try:
                 stage_cfg[section] = OmegaConf.merge(base, override)
             except OmegaConfBaseException as exc:

@@ -3,12 +3,16 @@
 `ensure_dataset(directory)` writes three jsonl files with columns `question` and `answer`
 (e.g. `{"question": "12+7=", "answer": "19"}`): `train.jsonl` and `test.jsonl` (tasksets) and
 `sft.jsonl` (correct solutions for an SFT warm-up); the three hold distinct questions, so the
-evaluation measures generalisation and GRPO trains on questions the warm-up never showed.
+evaluation measures generalisation and GRPO trains on questions the warm-up never showed. A fourth,
+`dpo.jsonl`, holds preference pairs on the train questions (`{"question": "12+7=", "chosen": "19",
+"rejected": "23"}`: the answer, and a wrong one 1 to 10 away), so DPO learns from the questions the
+RL types reward.
 
 Output is a pure function of the spec (seed included), written atomically file by file;
 `dataset.json`, written last, records the spec and the files' hashes. Calling it again with the same
-spec checks and reuses the files; a different spec, or files it did not write, is an error rather
-than an overwrite.
+spec checks and reuses the files, and adds any file the manifest does not list yet (a dataset written
+before that file existed); a different spec, or files it did not write, is an error rather than an
+overwrite.
 
 CLI: `python -m trinity.data.arithmetic --out DIR [--seed 0 --train-size 2048 ...]`.
 """
@@ -26,7 +30,8 @@ from trinity.atomic_file import atomic_write_bytes
 from trinity.config.data import ArithmeticDataConfig
 
 MANIFEST = "dataset.json"
-FILES = ("train.jsonl", "test.jsonl", "sft.jsonl")
+FILES = ("train.jsonl", "test.jsonl", "sft.jsonl", "dpo.jsonl")
+MAX_MISTAKE = 10  # a rejected answer is off by 1..MAX_MISTAKE
 OPERATIONS = "+-*"
 
 
@@ -53,7 +58,7 @@ def all_problems(spec: ArithmeticDataConfig) -> Dict[str, List[Dict[str, str]]]:
 
 
 def generate(spec: ArithmeticDataConfig) -> Dict[str, List[Dict[str, str]]]:
-    """file name -> rows; test, train and sft hold distinct questions.
+    """file name -> rows; test, train and sft hold distinct questions, dpo pairs the train questions.
 
     Each operation's questions are shuffled and then interleaved, so every split mixes the
     operations evenly until the smaller ones run out (0..12 times tables are few).
@@ -72,11 +77,25 @@ def generate(spec: ArithmeticDataConfig) -> Dict[str, List[Dict[str, str]]]:
             "raise max_operand or lower the sizes"
         )
     test_end, train_end = spec.test_size, spec.test_size + spec.train_size
+    train = pool[test_end:train_end]
     return {
-        "train.jsonl": pool[test_end:train_end],
+        "train.jsonl": train,
         "test.jsonl": pool[:test_end],
         "sft.jsonl": pool[train_end:needed],
+        "dpo.jsonl": preference_pairs(train, random.Random(f"{spec.seed}:dpo")),
     }
+
+
+def preference_pairs(rows: List[Dict[str, str]], rng: random.Random) -> List[Dict[str, str]]:
+    """(chosen, rejected) per question: its answer, and one off by 1..MAX_MISTAKE in either direction,
+    kept non-negative when the answer is (as a near miss of a model would be)."""
+    pairs = []
+    for row in rows:
+        answer = int(row["answer"])
+        offset = rng.randint(1, MAX_MISTAKE) * rng.choice((-1, 1))
+        wrong = answer + offset if answer < 0 or answer + offset >= 0 else answer - offset
+        pairs.append({"question": row["question"], "chosen": row["answer"], "rejected": str(wrong)})
+    return pairs
 
 
 def ensure_dataset(directory, spec: Optional[ArithmeticDataConfig] = None) -> Path:
@@ -84,13 +103,14 @@ def ensure_dataset(directory, spec: Optional[ArithmeticDataConfig] = None) -> Pa
     spec = spec or ArithmeticDataConfig()
     directory = Path(directory).expanduser()
     manifest_path = directory / MANIFEST
-    if manifest_path.exists():
-        _check_manifest(manifest_path, spec)
+    hashes = _check_manifest(manifest_path, spec) if manifest_path.exists() else {}
+    missing = [name for name in FILES if name not in hashes]
+    if not missing:
         return directory
     directory.mkdir(parents=True, exist_ok=True)
-    hashes = {}
-    for name, rows in generate(spec).items():
-        data = "".join(json.dumps(row) + "\n" for row in rows).encode()
+    rows = generate(spec)
+    for name in missing:
+        data = "".join(json.dumps(row) + "\n" for row in rows[name]).encode()
         path = directory / name
         if path.exists() and path.read_bytes() != data:
             raise FileExistsError(f"{path} exists and was not written by this generator; move it or use another --out")
@@ -101,11 +121,12 @@ def ensure_dataset(directory, spec: Optional[ArithmeticDataConfig] = None) -> Pa
     return directory
 
 
-def _check_manifest(path: Path, spec: ArithmeticDataConfig) -> None:
+def _check_manifest(path: Path, spec: ArithmeticDataConfig) -> Dict[str, str]:
+    """The manifest's file hashes, once the spec matches and every listed file is unchanged."""
     try:
         manifest = json.loads(path.read_text())
         found = manifest["spec"]
-        hashes = manifest["sha256"]
+        hashes = dict(manifest["sha256"])
     except (ValueError, KeyError, TypeError) as exc:
         raise RuntimeError(f"{path} is corrupt ({exc}); delete the directory to regenerate it") from exc
     if found != asdict(spec):
@@ -117,11 +138,12 @@ def _check_manifest(path: Path, spec: ArithmeticDataConfig) -> None:
         file = path.parent / name
         if not file.is_file() or hashlib.sha256(file.read_bytes()).hexdigest() != digest:
             raise RuntimeError(f"{file} is missing or was changed since it was generated; delete the directory")
+    return hashes
 
 
 def main(argv: Optional[List[str]] = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m trinity.data.arithmetic", description=__doc__.splitlines()[0])
-    parser.add_argument("--out", required=True, help="Directory for train.jsonl, test.jsonl, sft.jsonl.")
+    parser.add_argument("--out", required=True, help=f"Directory for {', '.join(FILES)}.")
     defaults = ArithmeticDataConfig()
     for spec_field in fields(ArithmeticDataConfig):
         flag = "--" + spec_field.name.replace("_", "-")

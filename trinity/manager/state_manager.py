@@ -1,18 +1,19 @@
 """Resume metadata of one job directory: explorer, trainer and stage progress as small JSON files.
 
-Each writer owns its own file, so there is no locking:
+In a run, the job's StateManager actor (`state_actor`) is the only writer of a job directory's files,
+on the trainer's and explorer's behalf; the stage runner writes the experiment directory's stage file:
 
-| file                           | written by | fields                                                          |
-|--------------------------------|------------|-----------------------------------------------------------------|
-| `{explorer_name}_meta.json`    | explorer   | latest_iteration, taskset_states, model_version, timestamp      |
-| `{trainer_name}_meta.json`     | trainer    | latest_iteration, sample_strategy_state, model_version, timestamp |
-| `stage_meta.json`              | launcher   | latest_stage, timestamp                                         |
-| `{explorer_name}_server_url.txt` | explorer (serve mode) | the URL, plain text                                   |
-| `config.json`                  | launcher (check_config=True) | the whole config as JSON                      |
+| file                           | committed for | fields                                                       |
+|--------------------------------|---------------|--------------------------------------------------------------|
+| `{explorer_name}_meta.json`    | explorer      | latest_iteration, taskset_states, model_version, timestamp   |
+| `{trainer_name}_meta.json`     | trainer       | latest_iteration, sample_strategy_state, model_version, timestamp |
+| `stage_meta.json`              | stage runner  | latest_stage, timestamp                                      |
+| `{explorer_name}_server_url.txt` | explorer (serve mode, not runnable yet) | the URL, plain text                |
+| `config.json`                  | whoever passes check_config=True | the whole config as JSON                  |
 
 Every write is atomic (see `atomic_file`). A missing file is a fresh start (`{}` / None); a file that
 exists but cannot be used raises `StateError` naming it, because silently restarting from step 0
-would throw away a run. The class is plain Python, so `ray.remote(StateManager)` makes it an actor.
+would throw away a run. The class is plain Python and usable on its own (the seed's API).
 """
 
 import datetime

@@ -29,7 +29,7 @@ from typing import Any, Dict, List, Optional, Tuple
 import ray
 from ray.exceptions import RayActorError
 
-from trinity.job_layout import FULL_FLAG, actor_dir
+from trinity.job_layout import FULL_FLAG, actor_dir, steps_on_disk
 from trinity.manager.checkpoint_shards import (
     ShardError,
     read_shard_index,
@@ -92,7 +92,7 @@ class Synchronizer(CollectiveRounds):
             except ValueError:
                 raise ValueError(
                     f"no Synchronizer in Ray namespace {namespace!r}; it is created by get_actor(config) "
-                    "from the launcher, the explorer or the trainer"
+                    "from the job runner, the explorer or the trainer"
                 ) from None
         module, name, role = calling_module(config)
         fingerprint = _sync_config_fingerprint(config)
@@ -282,11 +282,7 @@ class Synchronizer(CollectiveRounds):
 
     def _latest_complete_step(self) -> int:
         job_dir = Path(self.config.checkpoint_job_dir)
-        steps = sorted(
-            (int(p.name.split("_")[-1]) for p in job_dir.glob("global_step_*") if p.name.split("_")[-1].isdigit()),
-            reverse=True,
-        )
-        for step in steps:
+        for step in reversed(steps_on_disk(job_dir)):
             if len(shard_world_sizes(self._actor_dir(step))) == 1:
                 try:
                     read_shard_index(self._actor_dir(step))

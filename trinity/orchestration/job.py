@@ -99,9 +99,21 @@ def _run_mode(config: Config, group, actors: Dict[str, object]) -> Dict[str, flo
                 for role, actor in actors.items()}  # fmt: skip
     _await_all(runs, config, "run", actors)
     metrics: Dict[str, float] = {}
-    for actor in actors.values():
-        metrics.update(ray.get(actor.final_metrics.remote()))
+    for role, actor in actors.items():
+        metrics.update(_answer(actor.final_metrics, role, config, "final metrics"))
     return metrics
+
+
+def _answer(method, role: str, config: Config, what: str):
+    """A call to one of the job's actors, bounded by sync_timeout: a frozen actor is named, not waited on."""
+    timeout = config.synchronizer.sync_timeout
+    try:
+        return ray.get(method.remote(), timeout=timeout)
+    except ray.exceptions.GetTimeoutError:
+        raise JobError(
+            f"the {role} of job {config.ray_namespace!r} did not answer a {what} call for {timeout:g} s "
+            "(synchronizer.sync_timeout): it is alive but not responding (frozen or overloaded)"
+        ) from None
 
 
 def _await_all(refs: Dict[str, object], config: Config, phase: str, actors: Optional[Dict] = None) -> None:
@@ -115,7 +127,7 @@ def _await_all(refs: Dict[str, object], config: Config, phase: str, actors: Opti
     try:
         _wait_loop(pending, config, phase, actors, bar, last_progress, quiet_since, timeout)
         if bar is not None:  # the final counts: the loop stops polling a role once it has returned
-            bar.update({role: ray.get(actor.progress.remote(), timeout=timeout) for role, actor in actors.items()})
+            bar.update({role: _answer(actor.progress, role, config, "progress") for role, actor in actors.items()})
     finally:
         if bar is not None:
             bar.close()
@@ -134,7 +146,9 @@ def _wait_loop(pending, config, phase, actors, bar, last_progress, quiet_since, 
             quiet_since = time.monotonic()
         if done or not pending:
             continue
-        progress = {role: ray.get(actors[role].progress.remote()) for role in pending} if actors else {}
+        progress = (
+            {role: _answer(actors[role].progress, role, config, "progress") for role in pending} if actors else {}
+        )
         if bar is not None:
             bar.update(progress)
         if progress != last_progress:
@@ -152,7 +166,7 @@ def _cleanup(config: Config, actors: Dict[str, object], keepers: List[object]) -
     queue and the Synchronizer (detached: they would otherwise outlive the job), the StateManager."""
     for role, actor in actors.items():
         try:
-            ray.get(actor.shutdown.remote(), timeout=60)
+            ray.get(actor.shutdown.remote(), timeout=min(60.0, config.synchronizer.sync_timeout))
         except Exception as exc:  # noqa: BLE001 - cleanup goes on; the actor is killed below
             logger.warning("shutdown of the %s failed: %s", role, exc)
         ray.kill(actor)

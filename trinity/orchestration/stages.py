@@ -1,14 +1,17 @@
 """Multi-stage runs: each stage starts from the previous stage's latest HF export, and a rerun continues
 in the stage that was interrupted (`stage_meta.json` in the experiment directory, written before a
 stage starts). A fresh run (`continue_from_checkpoint=false`) gets a new directory and never reads an
-old stage file.
+old stage file. A distillation stage whose teacher (`explorer.auxiliary_models[0]`) has no model_path
+gets the export as its teacher instead, and its student keeps the stage's own model: distilling a model
+into itself would give zero advantages.
 """
 
 import dataclasses
 import logging
 from pathlib import Path
-from typing import Dict
+from typing import Dict, Optional
 
+from trinity.config.explorer import InferenceModelConfig
 from trinity.config.model import ModelConfig
 from trinity.config.root import Config
 from trinity.config.validate import Validated
@@ -54,7 +57,11 @@ def hf_export(config: Config) -> str:
 
 
 def start_from(config: Config, model_path: str) -> None:
-    """Point the stage's model (and its rollout engines) at the previous stage's weights."""
+    """Hand the previous stage's weights on: to an unset distillation teacher, else to the stage's model."""
+    teacher = _unset_teacher(config)
+    if teacher is not None:
+        teacher.model_path = model_path
+        return
     fields = {f.name: getattr(config.model, f.name) for f in dataclasses.fields(ModelConfig)}
     previous = config.model.model_path
     fields["model_path"] = model_path
@@ -62,3 +69,11 @@ def start_from(config: Config, model_path: str) -> None:
         fields["critic_model_path"] = model_path
     config.model = ModelConfig(**fields)
     config.explorer.rollout_model.model_path = model_path
+
+
+def _unset_teacher(config: Config) -> Optional[InferenceModelConfig]:
+    """The stage's distillation teacher when its model_path is left for the previous stage to fill."""
+    aux = config.explorer.auxiliary_models
+    if config.algorithm.uses_teacher and aux and aux[0].model_path is None:
+        return aux[0]
+    return None

@@ -47,7 +47,7 @@ class Loaded:
 
 def load_text(text: str, name: str = "loaded") -> Loaded:
     """Compose a YAML file's text as `python -m trinity --config-dir DIR --config-name NAME` would (or as
-    `+experiment=NAME` for a `# @package _global_` preset). A file without a defaults list is read as
+    `experiment=NAME` for a `# @package _global_` preset). A file without a defaults list is read as
     values over the default config."""
     try:
         data = yaml.safe_load(text) or {}
@@ -66,7 +66,7 @@ def load_text(text: str, name: str = "loaded") -> Loaded:
         if preset:
             (Path(tmp) / "experiment").mkdir()
             (Path(tmp) / "experiment" / f"{stem}.yaml").write_text(text, encoding="utf-8")
-            cfg = _compose(str(CONF_DIR), "config", [f"hydra.searchpath=[file://{tmp}]", f"+experiment={stem}"])
+            cfg = _compose(str(CONF_DIR), "config", [f"hydra.searchpath=[file://{tmp}]", f"experiment={stem}"])
         else:
             (Path(tmp) / f"{stem}.yaml").write_text(text, encoding="utf-8")
             cfg = _compose(tmp, stem, [f"hydra.searchpath=[file://{CONF_DIR}]"])
@@ -75,7 +75,7 @@ def load_text(text: str, name: str = "loaded") -> Loaded:
 
 def load_preset(name: Optional[str]) -> Loaded:
     """The default experiment (name None) or a shipped preset of conf/experiment."""
-    overrides = [f"+experiment={name}"] if name else []
+    overrides = [f"experiment={name}"] if name else []
     return _loaded(_compose(str(CONF_DIR), "config", overrides), [])
 
 

@@ -52,15 +52,15 @@ def config_file(overrides: Sequence[Override], stem: str) -> str:
 
 
 def experiment_preset(overrides: Sequence[Override], stem: str) -> str:
-    """A `# @package _global_` preset: saved as conf/experiment/STEM.yaml, `python -m trinity +experiment=STEM`."""
+    """A `# @package _global_` preset over the default experiment (its defaults list starts from
+    `arithmetic`): saved as conf/experiment/STEM.yaml, run as `python -m trinity experiment=STEM`."""
     header = (
         "# @package _global_\n"
         "# Written by Trinity Studio. Save it as conf/experiment/"
-        f"{stem}.yaml and run: python -m trinity +experiment={stem}\n"
-        f"# (or keep it in DIR/experiment/ and run: python -m trinity --config-dir DIR +experiment={stem})\n"
+        f"{stem}.yaml and run: python -m trinity experiment={stem}\n"
+        f"# (or keep it in DIR/experiment/ and run: python -m trinity --config-dir DIR experiment={stem})\n"
     )
-    groups = _group_entries(overrides)
-    defaults = _dump({"defaults": [*groups, "_self_"]}) + "\n" if groups else ""
+    defaults = _dump({"defaults": ["arithmetic", *_group_entries(overrides), "_self_"]}) + "\n"
     return header + defaults + _dump(values_tree(overrides))
 
 

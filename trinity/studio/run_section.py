@@ -8,6 +8,7 @@ from typing import Optional
 
 import streamlit as st
 
+from trinity.atomic_file import atomic_write_text
 from trinity.studio import output, page, runs
 from trinity.studio.generate_section import stem
 from trinity.studio.metrics import latest_scalars
@@ -52,12 +53,7 @@ def _save() -> Path:
     directory.mkdir(parents=True, exist_ok=True)
     name = stem()
     target = directory / f"{name}.yaml"
-    temporary = directory / f".{name}.yaml.tmp"
-    with open(temporary, "w", encoding="utf-8") as handle:
-        handle.write(output.config_file(page.current().overrides, name))
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(temporary, target)
+    atomic_write_text(target, output.config_file(page.current().overrides, name))
     return target
 
 

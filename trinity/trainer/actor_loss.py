@@ -35,7 +35,7 @@ class ActorLoss:
         self.uses_kl = algorithm.kl_loss_fn != "none"
         self.is_dpo = algorithm.policy_loss_fn == "dpo"
         self.agg_mode = "dpo" if self.is_dpo else algorithm.policy_loss_fn_args.get("loss_agg_mode", "token-mean")
-        self.kl_agg_mode = algorithm.policy_loss_fn_args.get("loss_agg_mode", "token-mean")
+        self.term_agg_mode = algorithm.policy_loss_fn_args.get("loss_agg_mode", "token-mean")
 
     def __call__(self, logprobs: torch.Tensor, entropy: torch.Tensor, micro: Batch) -> Tuple[torch.Tensor, Dict]:
         mask = micro["response_mask"]
@@ -54,10 +54,12 @@ class ActorLoss:
         )
         metrics = {f"actor/{key}": value for key, value in metrics.items()}
         if self.uses_kl and not self.is_dpo:
-            kl_loss, kl_metrics = self.kl(logprobs, micro["ref_logprobs"], mask, self.kl_agg_mode)
+            kl_loss, kl_metrics = self.kl(logprobs, micro["ref_logprobs"], mask, self.term_agg_mode)
             loss = loss + kl_loss
             metrics.update({f"actor/{key}": value for key, value in kl_metrics.items()})
-        entropy_loss, entropy_metrics = self.entropy(entropy, mask, self.kl_agg_mode, expert_mask=micro["expert_mask"])
+        entropy_loss, entropy_metrics = self.entropy(
+            entropy, mask, self.term_agg_mode, expert_mask=micro["expert_mask"]
+        )
         loss = loss - entropy_loss
         metrics.update({f"actor/{key}": value for key, value in entropy_metrics.items()})
         metrics["actor/loss"] = float(loss.detach())

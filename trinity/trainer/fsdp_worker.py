@@ -148,7 +148,7 @@ class FSDPWorker:
         micro batches (skipped during critic warm-up); returns rank-local metrics."""
         metrics = {}
         if self.critic is not None:
-            mode = self.loss.kl_agg_mode  # the policy loss's aggregation, never "dpo" (no critic there)
+            mode = self.loss.term_agg_mode  # the policy loss's aggregation, never "dpo" (no critic there)
             metrics.update(self.critic.update(critic_micro_batches, mode, global_tokens, global_rows))
         if update_actor:
             metrics.update(self._actor_update(micro_batches, global_tokens, global_rows))

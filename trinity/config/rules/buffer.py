@@ -103,11 +103,17 @@ def _fill_taskset(taskset: TasksetConfig, workflow: str, reward_fn: str, n: int,
 
 
 def _check_trainer_input(config: Config, report: Report) -> None:
-    trainer_input, algo = config.buffer.trainer_input, config.algorithm
-    buffer = trainer_input.experience_buffer
     key = "buffer.trainer_input.experience_buffer"
+    _check_experience_buffer(config, key, report)
+    _check_replay(config.buffer.trainer_input.experience_buffer, key, report)
+    _check_auxiliary_buffers(config, report)
+
+
+def _check_experience_buffer(config: Config, key: str, report: Report) -> None:
+    """A dataset to read for sft/dpo; otherwise where the explorer's experiences go (a default path)."""
+    buffer, algo = config.buffer.trainer_input.experience_buffer, config.algorithm
     job_dir = Path(config.checkpoint_job_dir or ".")
-    if config.algorithm.trains_from_dataset:
+    if algo.trains_from_dataset:
         if not buffer.path:
             report.problem(
                 f"{key}.path",
@@ -125,7 +131,18 @@ def _check_trainer_input(config: Config, report: Report) -> None:
             buffer.path = str(job_dir / "buffer" / f"{buffer.name}.jsonl")
     if buffer.format.prompt_type is None:
         buffer.format.prompt_type = default_prompt_type(algo.schema)
+
+
+def _check_replay(buffer, key: str, report: Report) -> None:
+    """Replay lives in the queue's memory; its priority function's arguments are coerced to their schema."""
     replay = buffer.replay_buffer
+    if replay.enable and buffer.storage_type != StorageType.queue:
+        report.problem(
+            f"{key}.replay_buffer.enable",
+            True,
+            f"replays experiences from the queue's memory; storage_type={buffer.storage_type} has none",
+            f"set {key}.storage_type=queue, or replay_buffer.enable=false",
+        )
     args, problems = coerce_args(PRIORITY_FN_ARGS[replay.priority_fn], replay.priority_fn_args)
     for arg, value, rule in problems:
         report.problem(
@@ -135,6 +152,11 @@ def _check_trainer_input(config: Config, report: Report) -> None:
             "fix or remove it",
         )
     replay.priority_fn_args = args
+
+
+def _check_auxiliary_buffers(config: Config, report: Report) -> None:
+    """Datasets the trainer reads besides its experiences (mix's expert rows): present, file-backed."""
+    trainer_input, algo = config.buffer.trainer_input, config.algorithm
     if algo.sample_strategy == "mix":
         name = algo.sample_strategy_args.get("sft_dataset_name", "sft_dataset")
         if name not in trainer_input.auxiliary_buffers:
@@ -145,16 +167,12 @@ def _check_trainer_input(config: Config, report: Report) -> None:
                 f"add buffer.trainer_input.auxiliary_buffers.{name} with a path",
             )
     for name, aux in trainer_input.auxiliary_buffers.items():
+        key = f"buffer.trainer_input.auxiliary_buffers.{name}"
         if not aux.path:
-            report.problem(
-                f"buffer.trainer_input.auxiliary_buffers.{name}.path", aux.path, "must be given", "set the dataset path"
-            )
+            report.problem(f"{key}.path", aux.path, "must be given", "set the dataset path")
         if aux.storage_type == StorageType.queue:
             report.note(
-                f"buffer.trainer_input.auxiliary_buffers.{name}.storage_type",
-                aux.storage_type,
-                StorageType.file,
-                "an auxiliary dataset is read from a file",
+                f"{key}.storage_type", aux.storage_type, StorageType.file, "an auxiliary dataset is read from a file"
             )
             aux.storage_type = StorageType.file
         if aux.format.prompt_type is None:

@@ -1,5 +1,6 @@
 """Explorer rules: engine model paths, sampling settings inherited from the model, workflow names."""
 
+import re
 from pathlib import Path
 
 from trinity.config.errors import Report
@@ -26,7 +27,9 @@ def check_explorer(config: Config, report: Report) -> None:
         if engine.model_path is None:
             if index == 0:
                 engine.model_path = model.model_path
-            elif config.mode in EXPLORER_MODES or (index == 1 and config.algorithm.uses_teacher):
+            elif index == 1 and config.algorithm.uses_teacher:
+                _check_unset_teacher(report)
+            elif config.mode in EXPLORER_MODES:
                 report.problem(
                     f"explorer.auxiliary_models[{index - 1}].model_path",
                     None,
@@ -45,6 +48,27 @@ def check_explorer(config: Config, report: Report) -> None:
                 setattr(engine, field_name, getattr(model, field_name))
         if engine.chat_template is None:
             engine.chat_template = model.custom_chat_template
+
+
+def _check_unset_teacher(report: Report) -> None:
+    """A distillation stage after another one distils that stage's export (trinity.orchestration.stages
+    fills the path when the stage starts); anywhere else the teacher must be named."""
+    key = "explorer.auxiliary_models[0].model_path"
+    if _follows_a_stage(report):
+        report.note(key, None, "the previous stage's HF export", "an unset teacher is the previous stage's model")
+        return
+    report.problem(
+        key,
+        None,
+        "the distillation teacher must be given: only a stage after another one gets that stage's export",
+        f"set {key}=/path/to/teacher, or run distillation as a later stage",
+    )
+
+
+def _follows_a_stage(report: Report) -> bool:
+    """Whether this is stage i > 0 of a staged run (validation reports stage keys as `stages[i].`)."""
+    found = re.match(r"stages\[(\d+)\]\.", report.prefix)
+    return found is not None and int(found.group(1)) > 0
 
 
 def check_workflows(config: Config, report: Report) -> None:

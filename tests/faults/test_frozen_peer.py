@@ -1,0 +1,63 @@
+"""A frozen (stopped, not dead) actor ends the job within sync_timeout and a few seconds, named as such."""
+
+import os
+import signal
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.orchestration.conftest import small_config
+from trinity.orchestration.job import JobError, run_job
+
+pytestmark = pytest.mark.faults
+
+SYNC_TIMEOUT_S = 10
+
+
+def actor_pid(name: str, since_ms: float) -> int:
+    """The pid of the named actor started since `since_ms` (Ray's actor table; no dashboard here)."""
+    from ray._private.state import actors
+
+    for actor in actors().values():
+        if actor["Name"] == name and actor["StartTime"] >= since_ms and actor["State"] == "ALIVE":
+            return int(actor["Pid"])
+    raise LookupError(name)
+
+
+@pytest.mark.parametrize("role", ["explorer", "trainer"])
+def test_a_frozen_actor_is_named_within_the_sync_timeout(ray_cluster, tmp_path, role):
+    config = small_config(tmp_path, "buffer.total_steps=200", f"synchronizer.sync_timeout={SYNC_TIMEOUT_S}")
+    since_ms = time.time() * 1000
+    outcome = {}
+
+    def run() -> None:
+        try:
+            run_job(config)
+        except JobError as exc:
+            outcome["error"] = exc
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    pid = None
+    deadline = time.monotonic() + 180
+    while pid is None and time.monotonic() < deadline:  # wait until both sides are running steps
+        try:
+            pid = actor_pid(role, since_ms) if (Path(config.checkpoint_job_dir) / "monitor").exists() else None
+        except LookupError:
+            pid = None
+        time.sleep(1)
+    assert pid is not None, f"the {role} never started"
+    time.sleep(3)
+    os.kill(pid, signal.SIGSTOP)
+    frozen_at = time.monotonic()
+    try:
+        thread.join(timeout=SYNC_TIMEOUT_S + 90)
+        reported_after = time.monotonic() - frozen_at
+    finally:
+        os.kill(pid, signal.SIGCONT)  # whatever happened, never leave a stopped process behind
+    assert not thread.is_alive(), "the job hung on a frozen actor"
+    message = str(outcome.get("error"))
+    assert role in message and ("not responding" in message or "no progress" in message), message
+    assert reported_after < SYNC_TIMEOUT_S + 80, reported_after

@@ -1,0 +1,78 @@
+"""`python -m trinity algorithm=X` runs the default experiment for every algorithm type, and a preset
+replaces the default experiment instead of layering on it (conf/experiment/, conf/experiment/stages/)."""
+
+import pytest
+from hydra.errors import ConfigCompositionException
+from omegaconf import OmegaConf
+
+from tests.conftest import REPO, problems, validated
+from trinity.config import compose
+from trinity.config.algorithm import AlgorithmType
+from trinity.orchestration.stages import start_from
+
+TEACHER = "explorer.auxiliary_models[0].model_path"
+PLANS = sorted(path.stem for path in (REPO / "conf" / "experiment" / "stages" / "arithmetic").glob("*.yaml"))
+
+
+def stage_plan(kind: AlgorithmType) -> list:
+    """(stage name, mode) of each stage the default experiment runs for `kind` (README: experiment section)."""
+    if kind == AlgorithmType.sft:
+        return [("sft_warmup", "train")]
+    return [("sft_warmup", "train"), (kind.value, "train" if kind == AlgorithmType.dpo else "both")]
+
+
+@pytest.mark.parametrize("kind", list(AlgorithmType), ids=lambda kind: kind.value)
+def test_one_override_runs_every_algorithm_type(kind):
+    configs = validated(f"algorithm={kind.value}", staged=True).configs
+    assert [(config.name, config.mode.value) for config in configs] == [
+        (f"arithmetic/{name}", mode) for name, mode in stage_plan(kind)
+    ]
+    assert configs[0].algorithm.algorithm_type == AlgorithmType.sft, "every type starts with the SFT warm-up"
+    assert configs[-1].algorithm.algorithm_type == kind
+
+
+@pytest.mark.parametrize("plan", PLANS)
+def test_every_plan_starts_with_the_default_warm_up(plan):
+    """Each plan restates the warm-up (a stage list is replaced, not merged): keep the copies equal."""
+    default = compose([]).stages[0]
+    assert OmegaConf.to_container(compose([f"algorithm={plan}"]).stages[0]) == OmegaConf.to_container(default)
+
+
+def test_a_preset_replaces_the_default_experiment():
+    for algorithm in ("grpo", "dpo"):
+        cfg = compose(["experiment=qwen_gsm8k", f"algorithm={algorithm}"])
+        assert cfg.stages == [] and cfg.data.builtin is None and cfg.buffer.total_steps is None
+    text = (REPO / "conf" / "experiment" / "qwen_gsm8k.yaml").read_text()
+    assert "stages" not in text and "builtin" not in text, "the preset undoes nothing of the default experiment"
+    with pytest.raises(ConfigCompositionException, match="experiment"):
+        compose(["+experiment=qwen_gsm8k"])  # an ordinary group: picked with experiment=NAME
+
+
+def test_a_distillation_stage_after_another_gets_its_teacher_from_it():
+    result = validated("algorithm=on_policy_distill", staged=True)
+    distill = result.configs[1]
+    assert distill.explorer.auxiliary_models[0].model_path is None
+    assert f"stages[1].{TEACHER}" in {note.key for note in result.notes}
+    student = distill.model.model_path
+    start_from(distill, "/runs/sft_warmup/export")
+    assert distill.explorer.auxiliary_models[0].model_path == "/runs/sft_warmup/export"
+    assert distill.model.model_path == distill.explorer.rollout_model.model_path == student
+
+
+def test_other_stages_start_from_the_previous_export():
+    grpo = validated(staged=True).configs[1]
+    start_from(grpo, "/runs/sft_warmup/export")
+    assert grpo.model.model_path == grpo.explorer.rollout_model.model_path == "/runs/sft_warmup/export"
+
+
+@pytest.mark.parametrize(
+    "overrides, where",
+    [
+        ([], ""),  # a single-stage run
+        (["stages=[{stage_name:distill}]"], " (in stage 0)"),  # the first stage
+    ],
+)
+def test_an_unset_teacher_with_no_stage_before_is_an_error(overrides, where):
+    found = problems("algorithm=on_policy_distill", "explorer.auxiliary_models=[{}]", *overrides)
+    assert found[TEACHER].rule.endswith("that stage's export" + where)
+    assert "later stage" in found[TEACHER].fix
