@@ -189,6 +189,7 @@ OURS = {
     "set_trainer_type": "native",
     "set_enable_preview": False,
     "set_training_args": {"trainer.use_remove_padding": False},
+    "set_taskset_args": {f"{TS}.rollout_args.temperature": None},
     "set_kl_penalty": "none",
     "set_kl_ctrl_type": False,
 }

@@ -68,14 +68,19 @@ class TaskFormatConfig:
 
 @dataclass
 class RolloutArgs:
-    """Sampling arguments of one taskset; empty values come from the model section."""
+    """Sampling arguments of one taskset. Precedence: a value set here, else the rollout model's
+    (explorer.rollout_model.*), which is itself the model section's (model.*) when left empty."""
 
-    temperature: float = setting(1.0, help="Sampling temperature.", ge=0, le=2)
-    top_p: Optional[float] = setting(None, help="Nucleus mass; empty means model.top_p.", gt=0, le=1, auto=True)
-    top_k: Optional[int] = setting(None, help="Top-k; empty means model.top_k.", ge=-1, auto=True)
+    temperature: Optional[float] = setting(
+        None, help="Sampling temperature; empty means explorer.rollout_model.temperature.", ge=0, le=2, auto=True
+    )
+    top_p: Optional[float] = setting(
+        None, help="Nucleus mass; empty means explorer.rollout_model.top_p.", gt=0, le=1, auto=True
+    )
+    top_k: Optional[int] = setting(None, help="Top-k; empty means explorer.rollout_model.top_k.", ge=-1, auto=True)
     logprobs: int = setting(0, help="Extra top-k logprobs per generated token.", ge=0, le=20, unapplied=TOP_LOGPROBS)
     max_tokens: Optional[int] = setting(
-        None, help="Most tokens per response; empty means model.max_response_tokens.", ge=1, auto=True
+        None, help="Most tokens per response; empty means explorer.rollout_model.max_response_tokens.", ge=1, auto=True
     )
     n: Optional[int] = setting(
         None,

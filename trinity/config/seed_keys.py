@@ -179,6 +179,8 @@ SEED_KEYS = [
             f"{TS}.rollout_args.temperature",
             f"{TS}.rollout_args.logprobs",
         ),
+        documented={f"{TS}.rollout_args.temperature": 1.0},
+        note="an empty temperature is the rollout model's (explorer.rollout_model, then model.temperature)",
     ),
     _field(B, "eval_tasksets", "buffer.explorer_input.eval_tasksets"),
     _field(B, "default_workflow_type", "buffer.explorer_input.default_workflow_type"),

@@ -58,7 +58,7 @@ def check_buffer(config: Config, report: Report) -> None:
 
 
 def _check_tasksets(config: Config, report: Report) -> None:
-    inputs, model = config.buffer.explorer_input, config.model
+    inputs = config.buffer.explorer_input
     train = inputs.taskset
     if config.mode != Mode.bench and not train.path:
         report.problem(
@@ -87,19 +87,21 @@ def _check_tasksets(config: Config, report: Report) -> None:
         for i, taskset in enumerate(inputs.eval_tasksets)
     ]
     for key, taskset, workflow, n in tasksets:
-        _fill_taskset(taskset, workflow, inputs.default_reward_fn_type, n, model)
+        _fill_taskset(taskset, workflow, inputs.default_reward_fn_type, n, config.explorer.rollout_model)
         if key != "buffer.explorer_input.taskset" and not taskset.path:
             report.problem(f"{key}.path", taskset.path, "must be given", "set the eval taskset's path or remove it")
 
 
-def _fill_taskset(taskset: TasksetConfig, workflow: str, reward_fn: str, n: int, model) -> None:
+def _fill_taskset(taskset: TasksetConfig, workflow: str, reward_fn: str, n: int, engine) -> None:
+    """Empty sampling arguments of a taskset are the rollout model's (already filled from model.*)."""
     args = taskset.rollout_args
     taskset.workflow_type = taskset.workflow_type or workflow
     taskset.reward_fn_type = taskset.reward_fn_type or reward_fn
     args.n = args.n or n
-    args.top_p = model.top_p if args.top_p is None else args.top_p
-    args.top_k = model.top_k if args.top_k is None else args.top_k
-    args.max_tokens = args.max_tokens or model.max_response_tokens
+    for name, engine_name in (("temperature", "temperature"), ("top_p", "top_p"), ("top_k", "top_k"),
+                              ("max_tokens", "max_response_tokens")):  # fmt: skip
+        if getattr(args, name) is None:
+            setattr(args, name, getattr(engine, engine_name))
 
 
 def _check_trainer_input(config: Config, report: Report) -> None:
