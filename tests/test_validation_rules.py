@@ -79,7 +79,10 @@ BAD = {
         ["cluster.cpu_devices_per_node=4", "explorer.rollout_model.tensor_parallel_size=2"],
         "explorer.rollout_model.tensor_parallel_size",
     ),
-    "vllm on CPU": (["explorer=vllm", "explorer.rollout_model.engine_num=1"], "explorer.rollout_model.engine_type"),
+    "vLLM-only key on an hf engine": (
+        ["explorer.rollout_model.enable_prefix_caching=true"],
+        "explorer.rollout_model.enable_prefix_caching",
+    ),
     "explore mode with too many engines": (
         ["mode=explore", "explorer.rollout_model.engine_num=3"],
         "explorer.rollout_model.engine_num",

