@@ -6,7 +6,7 @@ each it reports the steady-state step time (median gap between trainer steps), i
 peak resident memory of the trainer rank and engine processes, and the ratio off-policy / synchronous.
 Prints a table and writes JSON.
 
-    python bench/e2e.py [--steps 12] [--out bench/results/e2e.json] [override ...]
+    python bench/e2e.py [--steps 12] [--engine hf|vllm] [--out bench/results/e2e.json] [override ...]
 """
 
 import argparse
@@ -92,10 +92,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=12)
     parser.add_argument("--out", default="bench/results/e2e.json")
+    parser.add_argument("--engine", choices=["hf", "vllm"], default="hf", help="the rollout engine of both runs")
     parser.add_argument("overrides", nargs="*", help="extra config overrides for both runs")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as root:
-        results = {offset: run_once(offset, args.steps, args.overrides, Path(root)) for offset in (0, 1)}
+        extra = [f"explorer.rollout_model.engine_type={args.engine}", *args.overrides]
+        results = {offset: run_once(offset, args.steps, extra, Path(root)) for offset in (0, 1)}
     sync, off = results[0], results[1]
     rows = [("step time (s)", sync["step_s"], off["step_s"])]
     rows += [(f"  {name} (s)", sync["split_s"][name], off["split_s"][name]) for name in SPLIT]
@@ -108,7 +110,8 @@ def main() -> None:
         print(f"peak RSS, sync_offset={offset}: {peaks}")
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({"steps": args.steps, "overrides": args.overrides, "results": results}, indent=2))
+    out.write_text(json.dumps({"steps": args.steps, "engine": args.engine, "overrides": args.overrides,
+                               "results": results}, indent=2))  # fmt: skip
     print(f"wrote {out}")
 
 

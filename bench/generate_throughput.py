@@ -1,15 +1,20 @@
-"""Generate throughput of the hf rollout engine on the tiny model, against raw `model.generate`.
+"""Generate throughput of the rollout engines (vLLM, HF) against raw `model.generate`, on the tiny model
+and on a bigger locally built random model.
 
-Both sides sample the same left-padded batch with KV cache for exactly `max_tokens` new tokens
-(min_tokens = max_tokens, so early stops do not skew the count); the engine additionally records
-each token's logprob and samples with its own generator. Reported: median seconds over repeats,
-generated tokens/s, and engine/raw time ratio (1.0 = no overhead), measured in the same run.
+Every side samples the same prompts for exactly `max_tokens` new tokens (min_tokens = max_tokens, so
+early stops do not skew the count), with the same number of threads: the HF engine and raw generate
+with `torch.set_num_threads(threads)`, the vLLM engine on `threads` cores it claims for itself. The
+engines also record each token's logprob and sample with their own generators. Reported per case:
+median seconds over repeats, generated tokens/s and tokens/s per thread, and each engine's time
+against raw generate's, all measured in the same run (rounds interleaved: engine, raw, engine, ...).
 
-    python bench/generate_throughput.py [--threads 1] [--repeats 5] [--out bench/results/generate_throughput.json]
+    python bench/generate_throughput.py [--threads 1] [--repeats 3] [--engines vllm,hf]
+                                        [--out bench/results/generate_throughput.json]
 """
 
 import argparse
 import json
+import os
 import statistics
 import tempfile
 import time
@@ -18,88 +23,101 @@ from pathlib import Path
 import torch
 
 from trinity.config import compose, validate
-from trinity.explorer.backends import create_engine, engine_specs
+from trinity.explorer.backends import create_engine
+from trinity.explorer.engine import engine_specs
 from trinity.explorer.sampling import SamplingParams
 from trinity.model.load import load_causal_lm
 
-CASES = [(1, 8, 8), (8, 8, 8), (8, 8, 32), (16, 8, 32)]  # (prompts, samples per prompt, new tokens)
+MODELS = {
+    "tiny": ([], [(8, 8, 8), (16, 8, 32)]),  # (prompts, samples per prompt, new tokens)
+    "h512-l8": (
+        ["model.tiny.hidden_size=512", "model.tiny.intermediate_size=1536", "model.tiny.num_hidden_layers=8",
+         "model.tiny.num_attention_heads=8", "model.tiny.num_key_value_heads=4"],
+        [(8, 8, 256)],
+    ),
+}  # fmt: skip
 
 
-def median_seconds(fn, repeats: int) -> float:
-    fn()  # warm-up
-    times = []
+def interleaved_medians(runs: dict, repeats: int) -> dict:
+    """name -> median seconds, each run once as warm-up, then `repeats` rounds of every run in turn."""
+    for run in runs.values():
+        run()
+    times = {name: [] for name in runs}
     for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
+        for name, run in runs.items():
+            start = time.perf_counter()
+            run()
+            times[name].append(time.perf_counter() - start)
+    return {name: statistics.median(values) for name, values in times.items()}
+
+
+def raw_generate(model, pad_id: int, ids: list, n: int, tokens: int):
+    batch = [row for row in ids for _ in range(n)]
+    width = max(len(row) for row in batch)
+    input_ids = torch.tensor([[pad_id] * (width - len(row)) + row for row in batch])
+    mask = torch.tensor([[0] * (width - len(row)) + [1] * len(row) for row in batch])
+
+    def run() -> None:
+        with torch.inference_mode():
+            model.generate(input_ids=input_ids, attention_mask=mask, do_sample=True, top_k=0,
+                           max_new_tokens=tokens, min_new_tokens=tokens, pad_token_id=pad_id)  # fmt: skip
+
+    return run
+
+
+def bench_model(name: str, overrides: list, cases: list, engines: list, args, scratch: str) -> list:
+    base = [f"checkpoint_root_dir={scratch}", f"model.tiny.cache_dir={scratch}/models", "stages=[]",
+            f"cluster.cpu_threads_per_device={args.threads}", "model.max_model_len=320"]  # fmt: skip
+    built = {}
+    for engine_type in engines:
+        config = validate(compose([*base, *overrides, f"explorer.rollout_model.engine_type={engine_type}"])).configs[0]
+        built[engine_type] = create_engine(engine_specs(config)[0])
+    codec = next(iter(built.values())).codec
+    raw = load_causal_lm(config.model.model_path)
+    parameters = sum(p.numel() for p in raw.parameters())
+    rows = []
+    for prompts, n, tokens in cases:
+        ids = [codec.encode(f"{i * 7 % 100}+{i * 13 % 100}=") for i in range(prompts)]
+        params = SamplingParams(n=n, temperature=1.0, max_tokens=tokens, min_tokens=tokens)
+        runs = {side: (lambda e=engine, i=ids, p=params: e.generate(i, p)) for side, engine in built.items()}
+        runs["raw"] = raw_generate(raw, codec.pad_token_id, ids, n, tokens)
+        seconds = interleaved_medians(runs, args.repeats)
+        generated = prompts * n * tokens
+        for side, value in seconds.items():
+            rows.append({"model": name, "parameters": parameters, "batch": prompts * n, "new_tokens": tokens,
+                         "side": side, "seconds": value, "tokens_per_s": generated / value,
+                         "tokens_per_s_per_thread": generated / value / args.threads,
+                         "over_raw": value / seconds["raw"]})  # fmt: skip
+    return rows
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--engines", default="vllm,hf")
+    parser.add_argument("--models", default=",".join(MODELS))
     parser.add_argument("--out", default="bench/results/generate_throughput.json")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
-
+    engines = args.engines.split(",")
+    rows = []
     with tempfile.TemporaryDirectory() as scratch:
-        config = validate(compose([f"checkpoint_root_dir={scratch}", f"model.tiny.cache_dir={scratch}"])).configs[0]
-        engine = create_engine(engine_specs(config)[0])
-        raw = load_causal_lm(config.model.model_path)
-        parameters = sum(p.numel() for p in raw.parameters())
-        rows = []
-        for prompts, n, tokens in CASES:
-            texts = [f"{i * 7 % 100}+{i * 13 % 100}=" for i in range(prompts)]
-            ids = [engine.encode(text) for text in texts]
-            params = SamplingParams(n=n, temperature=1.0, max_tokens=tokens, min_tokens=tokens)
-            batch = [row for row in ids for _ in range(n)]
-            width = max(len(row) for row in batch)
-            input_ids = torch.tensor([[engine.codec.pad_token_id] * (width - len(row)) + row for row in batch])
-            mask = torch.tensor([[0] * (width - len(row)) + [1] * len(row) for row in batch])
-
-            def run_engine(ids=ids, params=params):
-                engine.generate(ids, params)
-
-            def run_raw(input_ids=input_ids, mask=mask, tokens=tokens):
-                with torch.inference_mode():
-                    raw.generate(
-                        input_ids=input_ids,
-                        attention_mask=mask,
-                        do_sample=True,
-                        top_k=0,
-                        max_new_tokens=tokens,
-                        min_new_tokens=tokens,
-                        pad_token_id=engine.codec.pad_token_id,
-                    )
-
-            engine_s, raw_s = median_seconds(run_engine, args.repeats), median_seconds(run_raw, args.repeats)
-            generated = prompts * n * tokens
-            rows.append(
-                {
-                    "batch": prompts * n,
-                    "new_tokens": tokens,
-                    "engine_s": engine_s,
-                    "raw_s": raw_s,
-                    "engine_tokens_per_s": generated / engine_s,
-                    "raw_tokens_per_s": generated / raw_s,
-                    "engine_over_raw": engine_s / raw_s,
-                }
-            )
-
-    print(f"tiny model: {parameters / 1e6:.2f}M parameters, {args.threads} torch thread(s), median of {args.repeats}")
-    print(
-        f"{'batch':>5} {'tokens':>6} {'engine s':>9} {'raw s':>8} {'engine tok/s':>12} {'raw tok/s':>10} {'ratio':>6}"
-    )
+        for name in args.models.split(","):
+            overrides, cases = MODELS[name]
+            rows += bench_model(name, overrides, cases, engines, args, scratch)
+    load = os.getloadavg()[0]
+    print(f"{args.threads} thread(s) per side, median of {args.repeats} interleaved rounds, load average {load:.2f}")
+    print(f"{'model':>8} {'params':>7} {'batch':>5} {'tokens':>6} {'side':>5} {'seconds':>8} {'tok/s':>8} "
+          f"{'tok/s/thread':>12} {'vs raw':>6}")  # fmt: skip
     for row in rows:
-        print(
-            f"{row['batch']:>5} {row['new_tokens']:>6} {row['engine_s']:>9.3f} {row['raw_s']:>8.3f} "
-            f"{row['engine_tokens_per_s']:>12.0f} {row['raw_tokens_per_s']:>10.0f} {row['engine_over_raw']:>6.2f}"
-        )
+        print(f"{row['model']:>8} {row['parameters'] / 1e6:>6.1f}M {row['batch']:>5} {row['new_tokens']:>6} "
+              f"{row['side']:>5} {row['seconds']:>8.3f} {row['tokens_per_s']:>8.0f} "
+              f"{row['tokens_per_s_per_thread']:>12.0f} {row['over_raw']:>6.2f}")  # fmt: skip
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    result = {"threads": args.threads, "repeats": args.repeats, "parameters": parameters, "rows": rows}
-    out.write_text(json.dumps(result, indent=2) + "\n")
+    out.write_text(json.dumps({"threads": args.threads, "repeats": args.repeats, "load": load, "rows": rows},
+                              indent=2) + "\n")  # fmt: skip
     print(f"wrote {out}")
 
 

@@ -20,7 +20,8 @@ import ray
 import torch
 
 from trinity.config import compose, validate
-from trinity.explorer.backends import create_engine, engine_specs
+from trinity.explorer.backends import create_engine
+from trinity.explorer.engine import engine_specs
 from trinity.explorer.engine_actor import create_engines
 from trinity.explorer.runner import TaskRunner
 from trinity.explorer.sampling import SamplingParams

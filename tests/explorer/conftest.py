@@ -48,3 +48,18 @@ def stop_first_state(engine, prompt, stop_token):
     else:
         rows[stop_token] = rows[int(logits.argmin())] * -20
     return state
+
+
+def base_state(engine):
+    """A copy of an HF engine's weights (full names), to swap in and to restore."""
+    return {name: tensor.detach().clone() for name, tensor in engine.model.state_dict().items()}
+
+
+def read_only(tensors):
+    """The tensors as read-only numpy arrays, as zero-copy transports hand them over."""
+    arrays = {}
+    for name, tensor in tensors.items():
+        array = tensor.numpy().copy()
+        array.setflags(write=False)
+        arrays[name] = array
+    return arrays

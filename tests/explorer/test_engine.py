@@ -7,7 +7,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from tests.explorer.conftest import forward_logprobs, stop_first_state
+from tests.explorer.conftest import base_state, forward_logprobs, read_only, stop_first_state
 from trinity.explorer.backends import create_engine
 from trinity.explorer.engine import TaskTimeout
 from trinity.explorer.sampling import SamplingParams
@@ -64,19 +64,6 @@ def test_sampling_is_seeded(spec, engine):
     ]
 
 
-def _state(engine):
-    return {name: tensor.detach().clone() for name, tensor in engine.model.state_dict().items()}
-
-
-def _read_only(tensors):
-    arrays = {}
-    for name, tensor in tensors.items():
-        array = tensor.numpy().copy()
-        array.setflags(write=False)
-        arrays[name] = array
-    return arrays
-
-
 def test_update_weights_makes_outputs_follow_the_new_weights(spec, tmp_path):
     engine = create_engine(spec)
     other_dir = ensure_tiny_model(dataclasses.replace(spec.tiny, model_path="", tiny=dataclasses.replace(
@@ -88,7 +75,7 @@ def test_update_weights_makes_outputs_follow_the_new_weights(spec, tmp_path):
     greedy = SamplingParams(temperature=0, max_tokens=16)
     before = engine.generate(prompt, greedy)[0][0]
 
-    engine.update_weights(_read_only(new), version=3)
+    engine.update_weights(read_only(new), version=3)
 
     after = engine.generate(prompt, greedy)[0][0]
     expected = reference.generate(prompt, greedy)[0][0]
@@ -99,8 +86,8 @@ def test_update_weights_makes_outputs_follow_the_new_weights(spec, tmp_path):
 
 def test_update_weights_rejects_mismatched_state_without_changing_anything(spec):
     engine = create_engine(spec)
-    state = _state(engine)
-    original = _state(engine)
+    state = base_state(engine)
+    original = base_state(engine)
     name = "lm_head.weight"
     with pytest.raises(KeyError, match="not parameters"):
         engine.update_weights({**state, "extra.weight": torch.zeros(1)}, version=1)

@@ -20,7 +20,7 @@ import torch
 from safetensors.torch import load_file
 
 from tests.conftest import needs_vllm, problems, validated
-from tests.explorer.conftest import forward_logprobs, stop_first_state
+from tests.explorer.conftest import base_state, forward_logprobs, read_only, stop_first_state
 from trinity.config.explorer import Dtype, EngineType, InferenceModelConfig
 from trinity.config.fields import field_infos
 from trinity.config.runtime import check_runnable
@@ -81,20 +81,6 @@ def other_hf(spec, other_weights):
     """The HF engine loaded from the second tiny model (with swap_engine's context length)."""
     model = dataclasses.replace(spec.model, model_path=str(other_weights[0]), max_model_len=512, max_prompt_tokens=400)
     return create_engine(dataclasses.replace(spec, tiny=None, model=model))
-
-
-def base_state(engine):
-    return {name: tensor.detach().clone() for name, tensor in engine.model.state_dict().items()}
-
-
-def read_only(tensors):
-    """The tensors as read-only numpy arrays, as zero-copy transports hand them over."""
-    arrays = {}
-    for name, tensor in tensors.items():
-        array = tensor.numpy().copy()
-        array.setflags(write=False)
-        arrays[name] = array
-    return arrays
 
 
 SPLITS = {"qkv_proj": ("q_proj", "k_proj", "v_proj"), "gate_up_proj": ("gate_proj", "up_proj")}
