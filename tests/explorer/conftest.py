@@ -63,3 +63,21 @@ def read_only(tensors):
         array.setflags(write=False)
         arrays[name] = array
     return arrays
+
+
+def assert_well_formed(engine, prompts, groups, stops: set, max_tokens: int) -> None:
+    """Each sample of each prompt's group: its prompt, a logprob per token, the engine's version, its
+    text, and a response that ends at its first stop token or runs to exactly max_tokens."""
+    for prompt, group in zip(prompts, groups, strict=True):
+        for sample in group:
+            assert sample.prompt_ids == prompt
+            assert 1 <= len(sample.response_ids) <= max_tokens
+            assert len(sample.logprobs) == len(sample.response_ids)
+            assert all(lp <= 0 for lp in sample.logprobs)
+            assert sample.model_version == engine.model_version == 0
+            assert sample.text == engine.decode(sample.response_ids)
+            if sample.finish_reason == "stop":
+                assert sample.response_ids[-1] in stops and not stops & set(sample.response_ids[:-1])
+            else:
+                assert sample.finish_reason == "length" and len(sample.response_ids) == max_tokens
+                assert not stops & set(sample.response_ids)

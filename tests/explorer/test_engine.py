@@ -7,7 +7,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from tests.explorer.conftest import base_state, forward_logprobs, read_only, stop_first_state
+from tests.explorer.conftest import assert_well_formed, base_state, forward_logprobs, read_only, stop_first_state
 from trinity.explorer.backends import create_engine
 from trinity.explorer.engine import TaskTimeout
 from trinity.explorer.sampling import SamplingParams
@@ -19,19 +19,7 @@ def test_n_samples_per_prompt_with_consistent_fields(engine):
     groups = engine.generate(prompts, SamplingParams(n=3, max_tokens=6))
     assert [len(group) for group in groups] == [3, 3]
     stops = set(engine.codec.stop_token_ids)
-    for prompt, group in zip(prompts, groups, strict=True):
-        for sample in group:
-            assert sample.prompt_ids == prompt
-            assert 1 <= len(sample.response_ids) <= 6
-            assert len(sample.logprobs) == len(sample.response_ids)
-            assert all(lp <= 0 for lp in sample.logprobs)
-            assert sample.model_version == engine.model_version == 0
-            assert sample.text == engine.decode(sample.response_ids)
-            if sample.finish_reason == "stop":
-                assert sample.response_ids[-1] in stops and not stops & set(sample.response_ids[:-1])
-            else:
-                assert sample.finish_reason == "length" and len(sample.response_ids) == 6
-                assert not stops & set(sample.response_ids)
+    assert_well_formed(engine, prompts, groups, stops, max_tokens=6)
 
 
 @pytest.mark.parametrize("temperature, top_k, top_p", [(1.0, -1, 1.0), (0.7, 5, 0.9), (0.0, -1, 1.0)])

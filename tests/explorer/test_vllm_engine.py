@@ -20,7 +20,7 @@ import torch
 from safetensors.torch import load_file
 
 from tests.conftest import needs_vllm, problems, validated
-from tests.explorer.conftest import base_state, forward_logprobs, read_only, stop_first_state
+from tests.explorer.conftest import assert_well_formed, base_state, forward_logprobs, read_only, stop_first_state
 from trinity.config.explorer import Dtype, EngineType, InferenceModelConfig
 from trinity.config.fields import field_infos
 from trinity.config.runtime import check_runnable
@@ -245,18 +245,8 @@ def test_n_samples_per_prompt_in_one_request_with_consistent_fields(vllm_engine,
     assert os.sched_getaffinity(0) == own  # the thread is bound only while the engine works
     assert [len(group) for group in groups] == [3, 3]
     stops = set(engine.codec.stop_token_ids)
-    for prompt, group in zip(prompts, groups, strict=True):
-        for sample in group:
-            assert sample.prompt_ids == prompt
-            assert 1 <= len(sample.response_ids) <= 6 and len(sample.logprobs) == len(sample.response_ids)
-            assert all(lp <= 0 for lp in sample.logprobs)
-            assert sample.model_version == engine.model_version == 0
-            assert sample.text == engine.decode(sample.response_ids)
-            if sample.finish_reason == "stop":
-                assert sample.response_ids[-1] in stops and not stops & set(sample.response_ids[:-1])
-            else:
-                assert sample.finish_reason == "length" and len(sample.response_ids) == 6
-                assert not stops & set(sample.response_ids)
+    assert_well_formed(engine, prompts, groups, stops, max_tokens=6)
+    for group in groups:
         assert len({tuple(s.response_ids) for s in group}) > 1  # three samples, not one copied
 
 
