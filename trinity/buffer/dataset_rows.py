@@ -14,6 +14,7 @@ from trinity.buffer.chat import Chat, parse_chat, tokenize_chat, tokenize_plain,
 from trinity.buffer.experience import Experience
 from trinity.config.algorithm import DataSchema
 from trinity.config.buffer import DatasetFormatConfig, PromptType, default_prompt_type
+from trinity.config.columns import dataset_columns
 
 
 @dataclass
@@ -39,13 +40,7 @@ class RowFormatter:
         self.prompt_type = fmt.prompt_type or default_prompt_type(schema)
 
     def required_columns(self) -> List[str]:
-        fmt = self.fmt
-        if self.schema == DataSchema.sft:
-            if self.prompt_type == PromptType.messages:
-                return [fmt.messages_key]
-            return [fmt.prompt_key, fmt.response_key]
-        prompt = fmt.messages_key if self.prompt_type == PromptType.messages else fmt.prompt_key
-        return [prompt, fmt.chosen_key, fmt.rejected_key]
+        return list(dataset_columns(self.schema, self.fmt).required)
 
     def experiences(self, row: Dict[str, Any], index: int, epoch: int) -> List[Experience]:
         where = f"{self.owner} row {index}"

@@ -1,7 +1,9 @@
 """The file buffer: one `Experience.to_dict()` JSON object per line, appended by any number of writers.
 
 Writers append whole batches under an exclusive `flock`, so lines from several processes never
-interleave. The reader tails the file, using only complete lines. Its cursor,
+interleave; a torn last line left by a writer killed mid-write is mended first (see jsonl_tail.py),
+by every writer before it appends and by a reader when it opens the file. The reader tails the file,
+using only complete lines. Its cursor,
 `{"current_index": <lines passed>, "byte_offset": <where the next line starts>}`, resumes exactly;
 a state holding only `current_index` (the reference format) is resumed by counting lines. A file has
 no end of stream: a read that finds too few lines raises BufferTimeout.
@@ -16,6 +18,7 @@ from typing import List, Optional, Sequence, Tuple
 from trinity.buffer.base import ExperienceReader, ExperienceWriter
 from trinity.buffer.errors import BufferStorageError, BufferTimeout
 from trinity.buffer.experience import Experience
+from trinity.buffer.jsonl_tail import mend_tail, mend_tail_if_idle
 from trinity.buffer.polling import poll_until
 from trinity.config.buffer import ExperienceBufferConfig
 
@@ -38,9 +41,10 @@ class JsonlWriter(ExperienceWriter):
     def write(self, experiences: Sequence[Experience]) -> None:
         data = "".join(json.dumps(e.to_dict()) + "\n" for e in experiences).encode()
         if self._fd is None:
-            self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            self._fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)  # read: to mend a tail
         fcntl.flock(self._fd, fcntl.LOCK_EX)
         try:
+            mend_tail(self._fd, self.path, f"buffer '{self.name}'")
             view = memoryview(data)
             while view:
                 view = view[os.write(self._fd, view) :]
@@ -63,6 +67,7 @@ class JsonlReader(ExperienceReader):
         self.byte_offset = 0
         self._pending: List[Tuple[Optional[Experience], int]] = []  # parsed, not yet served: (exp, end offset)
         self._scan_offset = 0
+        mend_tail_if_idle(self.path, f"buffer '{self.name}'")
 
     def read(
         self, batch_size: Optional[int] = None, timeout: Optional[float] = None, min_model_version: int = 0

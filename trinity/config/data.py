@@ -11,6 +11,11 @@ class BuiltinDataset(Choice):
     arithmetic = "arithmetic"
 
 
+# The files each built-in dataset writes into data.dir (its generator's list, and what validation
+# knows not to look for before the job has generated them).
+BUILTIN_FILES = {BuiltinDataset.arithmetic: ("train.jsonl", "test.jsonl", "sft.jsonl", "dpo.jsonl")}
+
+
 @dataclass
 class ArithmeticDataConfig:
     """Difficulty and size of the arithmetic tasks ("12+7=" -> "19"); each distinct spec is its own dataset."""

@@ -91,7 +91,12 @@ class SynchronizerConfig:
     )
     sync_interval: int = setting(1, help="Steps between weight syncs.", ge=1)
     sync_offset: int = setting(0, help="Steps the explorer runs ahead of the trainer (1: one-step off-policy).", ge=0)
-    sync_timeout: float = setting(1200, help="Seconds any sync wait may take before naming the missing peer.", gt=0)
+    sync_timeout: float = setting(
+        1200,
+        help="Seconds any wait may take before naming whom it waited for: each weight sync, start-up (preparing "
+        "the actors) and every wait of the job's watchdog (an actor that makes no progress for this long).",
+        gt=0,
+    )
 
 
 @dataclass

@@ -27,10 +27,10 @@ from pathlib import Path
 from typing import Dict, List, Optional
 
 from trinity.atomic_file import atomic_write_bytes
-from trinity.config.data import ArithmeticDataConfig
+from trinity.config.data import BUILTIN_FILES, ArithmeticDataConfig, BuiltinDataset
 
 MANIFEST = "dataset.json"
-FILES = ("train.jsonl", "test.jsonl", "sft.jsonl", "dpo.jsonl")
+FILES = BUILTIN_FILES[BuiltinDataset.arithmetic]
 MAX_MISTAKE = 10  # a rejected answer is off by 1..MAX_MISTAKE
 OPERATIONS = "+-*"
 
