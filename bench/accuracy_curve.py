@@ -2,8 +2,8 @@
 
 Runs `python -m trinity` (the default experiment: SFT warm-up, then GRPO) in a fresh checkpoint root,
 timing it, or reads an existing run with --job-dir. Step 0 is the SFT checkpoint (the GRPO stage
-evaluates on startup), so the curve shows what GRPO adds over SFT. Prints a table, writes JSON and,
-with matplotlib installed (`pip install -e ".[bench]"`), a PNG.
+evaluates on startup), so the curve shows what GRPO adds over SFT. Prints a table, writes JSON and a
+PNG (drawn like every run's own learning curve, `trinity.orchestration.curves`).
 
     python bench/accuracy_curve.py [--job-dir CKPT_ROOT/trinity/arithmetic] [--out bench/results] [override ...]
 """
@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 
 from trinity.monitor import read_scalars
+from trinity.orchestration.curves import line_figure
 
 ACCURACY = "eval/arithmetic_test/accuracy/mean"
 RL_STAGE = "grpo"
@@ -38,28 +39,11 @@ def curve(job_dir: Path) -> list:
     return [(int(step), float(value)) for step, value in scalars[ACCURACY]]
 
 
-def plot(points: list, path: Path, title: str) -> bool:
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        print("matplotlib is not installed: no PNG (pip install -e '.[bench]')")
-        return False
-    steps, accuracy = zip(*points, strict=True)
-    fig, ax = plt.subplots(figsize=(6, 3.6), dpi=120)
-    ax.plot(steps, accuracy, marker="o")
-    ax.axhline(accuracy[0], color="grey", linestyle="--", linewidth=1, label=f"SFT checkpoint ({accuracy[0]:.3f})")
-    ax.set_xlabel("GRPO step")
-    ax.set_ylabel("held-out accuracy (greedy)")
-    ax.set_title(title)
-    ax.set_ylim(0, 1)
-    ax.grid(alpha=0.3)
-    ax.legend(loc="lower right")
-    fig.tight_layout()
-    fig.savefig(path)
-    return True
+def plot(points: list, path: Path, title: str) -> None:
+    """The GRPO curve with the SFT checkpoint's accuracy as a flat reference line."""
+    first, last = points[0][0], points[-1][0]
+    lines = [("GRPO", points), (f"SFT checkpoint ({points[0][1]:.3f})", [(first, points[0][1]), (last, points[0][1])])]
+    path.write_bytes(line_figure(title, [("held-out accuracy (greedy) by GRPO step", lines)]))
 
 
 def main() -> None:
@@ -92,8 +76,8 @@ def main() -> None:
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "accuracy_curve.json").write_text(json.dumps(summary, indent=2) + "\n")
     title = f"default experiment: SFT {points[0][1]:.3f} -> GRPO {points[-1][1]:.3f}"
-    if plot(points, args.out / "accuracy_curve.png", title):
-        print(f"wrote {args.out / 'accuracy_curve.png'}")
+    plot(points, args.out / "accuracy_curve.png", title)
+    print(f"wrote {args.out / 'accuracy_curve.png'}")
     print(f"wrote {args.out / 'accuracy_curve.json'}")
 
 

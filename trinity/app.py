@@ -5,6 +5,7 @@ Under the trinity_ray launcher the config was validated once on the driver and i
 
 import sys
 
+from hydra.errors import CompactHydraException
 from omegaconf import DictConfig
 
 from trinity.config import ConfigError, Validated
@@ -20,9 +21,18 @@ def run(cfg: DictConfig) -> dict:
     if validated.configs[0].dry_run:
         print(describe(validated))
         return {"dry_run": True, "stages": len(validated.configs)}
+    from trinity.orchestration.job_lock import JobLockedError
     from trinity.orchestration.stages import run_experiment
 
-    return run_experiment(validated)
+    try:
+        return run_experiment(validated)
+    except JobLockedError as exc:
+        raise RunRefused(str(exc)) from None
+
+
+class RunRefused(CompactHydraException):
+    """A run that must not start (another run holds its job directory). Hydra prints a compact
+    exception's message alone, without a traceback, and exits 1, also when it comes from a Ray task."""
 
 
 def validate_or_exit(cfg: DictConfig) -> Validated:

@@ -1,6 +1,8 @@
 """The launcher's work: compose every job, validate all trinity jobs at once, then run them on Ray.
 
-A batch of trinity dry runs stays in this process and never starts Ray.
+A batch of trinity dry runs stays in this process and never starts Ray, and so does a batch that has
+nothing to do: a job whose directory another run holds exits 1 naming it, and a batch whose jobs are
+all complete says so and exits 0 (`trinity.orchestration.run_gate`).
 Otherwise Ray is started (or joined, per `cluster.ray_address` of the first trinity job) and every
 job of the batch runs as a Ray task, so sweep jobs run concurrently as far as the cluster's
 resources allow (each job reserves its devices as one placement group). A job's task runs Hydra's
@@ -15,11 +17,11 @@ import copy
 import logging
 import sys
 from pathlib import Path
-from typing import List, Sequence
+from typing import List, Optional, Sequence
 
 from hydra.core.hydra_config import HydraConfig
 from hydra.core.singleton import Singleton
-from hydra.core.utils import JobReturn, configure_log, run_job, setup_globals
+from hydra.core.utils import JobReturn, JobStatus, configure_log, run_job, setup_globals
 from hydra.version import VersionBase
 from omegaconf import DictConfig, open_dict
 
@@ -41,6 +43,9 @@ def launch(launcher, job_overrides: Sequence[Sequence[str]], initial_job_idx: in
     validated = _preflight(sweep_configs)
     if all(v is not None and v.configs[0].dry_run for v in validated):
         return [_run_here(launcher, c, v) for c, v in zip(sweep_configs, validated, strict=True)]
+    finished = _already_complete(sweep_configs, validated)
+    if finished is not None:
+        return finished
     return _run_on_ray(launcher, sweep_configs, validated)
 
 
@@ -106,6 +111,29 @@ def _preflight(sweep_configs: List[DictConfig]) -> list:
     return validated
 
 
+def _already_complete(sweep_configs: List[DictConfig], validated: list) -> Optional[List[JobReturn]]:
+    """Before Ray starts: exit 1 when another run holds a job's directory; when every job of the batch
+    is already complete, say so and return without starting Ray (None: the batch has work to do)."""
+    from trinity.orchestration.completion import ALREADY_COMPLETE
+    from trinity.orchestration.job_lock import JobLockedError
+    from trinity.orchestration.run_gate import check_before_start
+
+    try:
+        messages = check_before_start(validated)
+    except JobLockedError as exc:
+        print(exc, file=sys.stderr)
+        raise SystemExit(1) from None
+    if any(v is None or m is None for v, m in zip(validated, messages, strict=True)):
+        return None
+    for message in messages:
+        print(message)
+    done = {ALREADY_COMPLETE: 1.0}
+    return [
+        JobReturn(list(c.hydra.overrides.task), _job_config(c), c, status=JobStatus.COMPLETED, _return_value=done)
+        for c in sweep_configs
+    ]
+
+
 def _run_here(launcher, sweep_config: DictConfig, validated) -> JobReturn:
     from trinity.orchestration.handoff import handed_over
 
@@ -164,12 +192,26 @@ def _run_on_ray(launcher, sweep_configs: List[DictConfig], validated: list) -> L
         for c, v in zip(sweep_configs, validated, strict=True)
     ]
     try:
-        return ray.get(refs)
+        results = ray.get(refs)
     except BaseException:
         _cancel(refs)
         raise
     finally:
         configure_log(launcher.config.hydra.hydra_logging, launcher.config.hydra.verbose)
+    _report(launcher, results, validated)
+    return results
+
+
+def _report(launcher, results: List[JobReturn], validated: list) -> None:
+    """Print the end-of-run tables here, on the driver, from the summaries the completed trinity jobs
+    wrote; a batch of several jobs is compared as a sweep (files in the sweep dir). A failed job's error
+    is Hydra's to raise."""
+    from trinity.orchestration.report import report
+
+    finished = [v for r, v in zip(results, validated, strict=True) if v is not None and r.status == JobStatus.COMPLETED]
+    if finished:
+        sweep = sum(v is not None for v in validated) > 1
+        report(finished, str(launcher.config.hydra.sweep.dir) if sweep else None)
 
 
 def _cancel(refs: list, grace_s: float = CANCEL_GRACE_S) -> None:

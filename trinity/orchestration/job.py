@@ -22,6 +22,7 @@ from trinity.logs import apply_log_level
 from trinity.manager import Synchronizer
 from trinity.manager.state_actor import create_state_actor
 from trinity.orchestration.cluster import connect, engine_bundle, rank_bundle, release, reserve
+from trinity.orchestration.job_lock import job_lock
 from trinity.orchestration.progress import ProgressBar
 
 logger = logging.getLogger(__name__)
@@ -56,7 +57,13 @@ def job_bundles(config: Config) -> List[dict]:
 
 
 def run_job(config: Config) -> Dict[str, float]:
-    """Run `config` to the end; returns the final metrics of its trainer and explorer."""
+    """Run `config` to the end; returns the final metrics of its trainer and explorer. The job directory
+    is held for the run (`job_lock`): a second run of the same job refuses before it starts anything."""
+    with job_lock(config.checkpoint_job_dir):
+        return _run_held(config)
+
+
+def _run_held(config: Config) -> Dict[str, float]:
     apply_log_level(config)
     prepare_data(config)
     connect(config)

@@ -8,6 +8,7 @@ into itself would give zero advantages.
 
 import dataclasses
 import logging
+import time
 from pathlib import Path
 from typing import Dict, Optional
 
@@ -17,16 +18,28 @@ from trinity.config.root import Config
 from trinity.config.validate import Validated
 from trinity.job_layout import CheckpointError, actor_dir, latest_step
 from trinity.manager import StateManager
+from trinity.orchestration.completion import ALREADY_COMPLETE
 from trinity.orchestration.job import run_job
+from trinity.orchestration.run_gate import exclusive_run
+from trinity.orchestration.summary import write_summary
 
 logger = logging.getLogger(__name__)
 
 
 def run_experiment(validated: Validated) -> Dict[str, float]:
-    """Run every stage (or the single config); returns the final metrics of the last stage run."""
+    """Run every stage (or the single config) while holding the run's directory (`run_gate`); returns the
+    final metrics of the last stage run, or `{"already_complete": 1.0}` when a rerun has nothing to do."""
+    with exclusive_run(validated) as complete:
+        if complete:
+            print(complete, flush=True)
+            return {ALREADY_COMPLETE: 1.0}
+        return _run_stages(validated)
+
+
+def _run_stages(validated: Validated) -> Dict[str, float]:
     configs = validated.configs
     if len(configs) == 1:
-        return run_job(configs[0])
+        return run_stage(configs[0])
     experiment_dir = Path(configs[0].checkpoint_job_dir).parent
     state = StateManager(str(experiment_dir))
     resume_at = state.load_stage().get("latest_stage", 0) if configs[0].continue_from_checkpoint else 0
@@ -39,8 +52,16 @@ def run_experiment(validated: Validated) -> Dict[str, float]:
             if previous is not None:
                 start_from(config, previous)
             logger.info("Starting stage %d (%s) in mode %s.", index, config.name, config.mode)
-            metrics = run_job(config)
+            metrics = run_stage(config, Path(config.checkpoint_job_dir).name)
         previous = hf_export(config)
+    return metrics
+
+
+def run_stage(config: Config, stage: Optional[str] = None) -> Dict[str, float]:
+    """Run one stage's job, then leave its summary.json (and learning curve) in its job dir."""
+    started = time.perf_counter()
+    metrics = run_job(config)
+    write_summary(config, metrics, time.perf_counter() - started, stage)
     return metrics
 
 
