@@ -1,9 +1,10 @@
 """Auxiliary models (judges) are served by their own engine actors and reach workflows as
 `self.auxiliary_engines`: in the runner, and through the explorer of a real job."""
 
+import pytest
 import ray
 
-from tests.conftest import validated
+from tests.conftest import needs_vllm, validated
 from trinity.config.topology import served_auxiliaries
 from trinity.explorer.engine_actor import create_engines
 from trinity.explorer.runner import TaskRunner
@@ -19,8 +20,8 @@ def judge_dir(root) -> str:
     return resolve_model_path(validated(f"checkpoint_root_dir={root}", "model.tiny.seed=11").configs[0].model)
 
 
-def with_judge(root, *overrides):
-    aux = f"explorer.auxiliary_models=[{{model_path:{judge_dir(root)},engine_num:1}}]"
+def with_judge(root, *overrides, engine_type="hf"):
+    aux = f"explorer.auxiliary_models=[{{model_path:{judge_dir(root)},engine_num:1,engine_type:{engine_type}}}]"
     return validated(f"checkpoint_root_dir={root}", aux, *overrides).configs[0]
 
 
@@ -32,8 +33,10 @@ def test_validation_counts_the_judge_and_jobs_reserve_its_devices(tmp_path):
     assert served_auxiliaries(teacher) == [] and teacher.cluster.auxiliary_model_gpu_num == 0
 
 
-def test_runner_gives_workflows_the_judge_engines(tmp_path, ray_cluster):
-    config = with_judge(tmp_path, "mode=explore")
+@pytest.mark.parametrize("engine_type", ["hf", pytest.param("vllm", marks=needs_vllm)])
+def test_runner_gives_workflows_the_judge_engines(tmp_path, ray_cluster, engine_type):
+    config = with_judge(tmp_path, "mode=explore", engine_type=engine_type)
+    assert config.explorer.auxiliary_models[0].engine_type.value == engine_type
     rollout = create_engines(config, ready_timeout=300)
     judge = create_engines(config, model_index=1, ready_timeout=300)
     try:
