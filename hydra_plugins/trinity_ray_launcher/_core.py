@@ -150,34 +150,40 @@ def _run_here(launcher, sweep_config: DictConfig, validated) -> JobReturn:
     return result
 
 
-def _run_remote(
-    hydra_context, sweep_config: DictConfig, task_function, singleton_state, version_base, validated
-) -> JobReturn:
+def _run_remote(hydra_context, sweep_config: DictConfig, task_function, singleton_state, version_base, validated):
     """A job inside a Ray task: restore the driver's Hydra state, then run it like any launcher, with
     the job's config as the driver validated it handed over (None for a config that is not trinity's).
+    A generator task: it yields the job's console output and progress to the driver as they happen
+    (`trinity.orchestration.console`), then its JobReturn.
 
     The version base is restored explicitly: a reused worker may hold another app's (importing an app
     module runs its @hydra.main), and it decides whether the job changes directory."""
+    from trinity.orchestration.console import relayed
     from trinity.orchestration.handoff import handed_over
 
     setup_globals()
     Singleton.set_state(singleton_state)
     VersionBase.instance().setbase(version_base)
     HydraConfig.instance().set_config(sweep_config)
-    with handed_over(validated):
-        return run_job(
-            hydra_context=hydra_context,
-            task_function=task_function,
-            config=sweep_config,
-            job_dir_key="hydra.sweep.dir",
-            job_subdir_key="hydra.sweep.subdir",
-        )
+
+    def run() -> JobReturn:
+        with handed_over(validated):
+            return run_job(
+                hydra_context=hydra_context,
+                task_function=task_function,
+                config=sweep_config,
+                job_dir_key="hydra.sweep.dir",
+                job_subdir_key="hydra.sweep.subdir",
+            )
+
+    yield from relayed(run)
 
 
 def _run_on_ray(launcher, sweep_configs: List[DictConfig], validated: list) -> List[JobReturn]:
     import ray
 
     from trinity.orchestration.cluster import connect
+    from trinity.orchestration.console import drive
 
     trinity_jobs = [v for v in validated if v is not None]
     if trinity_jobs:
@@ -187,14 +193,19 @@ def _run_on_ray(launcher, sweep_configs: List[DictConfig], validated: list) -> L
     remote = ray.remote(num_cpus=0, max_retries=0)(_run_remote)
     state = Singleton.get_state()
     base = VersionBase.instance().getbase()
-    refs = [
+    jobs = [
         remote.remote(launcher.hydra_context, c, launcher.task_function, state, base, v)
         for c, v in zip(sweep_configs, validated, strict=True)
     ]
     try:
-        results = ray.get(refs)
+        results = drive(jobs)
+    except KeyboardInterrupt:
+        print("interrupted: stopping the jobs (each removes its actors) ...", file=sys.stderr, flush=True)
+        _cancel(jobs)
+        print("interrupted: stopped; a rerun resumes from the last checkpoint", file=sys.stderr)
+        raise SystemExit(130) from None
     except BaseException:
-        _cancel(refs)
+        _cancel(jobs)
         raise
     finally:
         configure_log(launcher.config.hydra.hydra_logging, launcher.config.hydra.verbose)
@@ -214,15 +225,16 @@ def _report(launcher, results: List[JobReturn], validated: list) -> None:
         report(finished, str(launcher.config.hydra.sweep.dir) if sweep else None)
 
 
-def _cancel(refs: list, grace_s: float = CANCEL_GRACE_S) -> None:
+def _cancel(jobs: list, grace_s: float = CANCEL_GRACE_S) -> None:
     """Stop the jobs' tasks so that each cleans up after itself: a plain cancel interrupts a task, whose
     job then removes its actors; a task still running after `grace_s` is killed (its non-detached
     actors die with it, the detached Synchronizer exits once its modules are gone)."""
     import ray
 
-    for ref in refs:
-        ray.cancel(ref)
-    _, running = ray.wait(refs, num_returns=len(refs), timeout=grace_s)
-    for ref in running:
+    for job in jobs:
+        ray.cancel(job)
+    ends = {job.completed(): job for job in jobs}
+    _, running = ray.wait(list(ends), num_returns=len(ends), timeout=grace_s)
+    for end in running:
         logger.warning("a job did not stop within %g s of its cancellation: killing its task", grace_s)
-        ray.cancel(ref, force=True)
+        ray.cancel(ends[end], force=True)

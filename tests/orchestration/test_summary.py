@@ -156,4 +156,8 @@ def test_a_sweep_is_ranked_by_held_out_accuracy_on_the_driver(tmp_path):
     assert rows == [entry["job"] for entry in sweep["ranking"]]
     assert f"TensorBoard:  tensorboard --logdir {tmp_path / 'trinity' / 'arithmetic'}" in lines
     assert (sweep_dir / "sweep_learning_curves.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    # the jobs' own output reaches the driver's console without Ray's prefix; one progress line per job at the end
+    assert "(_run_remote" not in result.stdout + result.stderr
+    for job in ("arithmetic/algorithm.optimizer.lr=0.001", "arithmetic/algorithm.optimizer.lr=0.003"):
+        assert [line for line in lines if line.startswith(f"{job}: step ")][-1].startswith(f"{job}: step 2/2")
     assert sweep["learning_curves"] == str(sweep_dir.resolve() / "sweep_learning_curves.png")

@@ -22,8 +22,8 @@ from trinity.logs import apply_log_level
 from trinity.manager import Synchronizer
 from trinity.manager.state_actor import create_state_actor
 from trinity.orchestration.cluster import connect, engine_bundle, rank_bundle, release, reserve
+from trinity.orchestration.console import progress_view
 from trinity.orchestration.job_lock import job_lock
-from trinity.orchestration.progress import ProgressBar
 
 logger = logging.getLogger(__name__)
 
@@ -130,7 +130,7 @@ def _await_all(refs: Dict[str, object], config: Config, phase: str, actors: Opti
     last_progress: Dict[str, object] = {}
     quiet_since = time.monotonic()
     timeout = config.synchronizer.sync_timeout
-    bar = ProgressBar(config) if actors else None
+    bar = progress_view(config.name) if actors else None
     try:
         _wait_loop(pending, config, phase, actors, bar, last_progress, quiet_since, timeout)
         if bar is not None:  # the final counts: the loop stops polling a role once it has returned
