@@ -83,11 +83,15 @@ class TextCodec:
         with self._lock:
             return self.tokenizer.decode(list(ids), skip_special_tokens=skip_special_tokens)
 
-    def chat_prompt(self, messages: List[Dict[str, str]], add_generation_prompt: bool = True) -> str:
+    def chat_prompt(
+        self, messages: List[Dict[str, Any]], add_generation_prompt: bool = True, tools: Optional[List[dict]] = None
+    ) -> str:
+        """The prompt text of a chat; `tools` (OpenAI function schemas) go to the template when given."""
         from trinity.model.load import apply_chat_template
 
+        kwargs = {**self._template_kwargs, **({"tools": tools} if tools else {})}
         with self._lock:
-            return apply_chat_template(self.tokenizer, messages, add_generation_prompt, **self._template_kwargs)
+            return apply_chat_template(self.tokenizer, messages, add_generation_prompt, **kwargs)
 
 
 class RolloutEngine(ABC):

@@ -50,6 +50,7 @@ class EngineActor:
         self._draining: Optional[asyncio.Task] = None
         self._counts = {"requests": 0, "batches": 0, "rows": 0}
         self._receiver = None  # the nccl weight-sync group member, once joined
+        self._api = None  # the OpenAI-compatible server, once started (`serve_openai`)
 
     async def ready(self) -> Dict[str, Any]:
         """What was loaded; awaited once after creation so load errors surface at startup."""
@@ -93,6 +94,19 @@ class EngineActor:
         loop = asyncio.get_running_loop()
         await loop.run_in_executor(None, self._receiver.receive, keep, version)
         return await self.update_weights(received, version)
+
+    async def serve_openai(self) -> str:
+        """Serve this engine through an OpenAI-compatible API on a free port of this node (once); its URL."""
+        from trinity.explorer.openai_parsing import ChatParsers
+        from trinity.explorer.openai_server import ServedModel, build_app, serve
+
+        if self._api is None:
+            engine = self.engine
+            parsers = ChatParsers(engine.codec.tokenizer, engine.spec.model)
+            model = ServedModel(engine.spec.model_path, engine.codec, engine.defaults, self.generate,
+                                lambda: engine.model_version, parsers)  # fmt: skip
+            self._api = await serve(build_app(model), ray.util.get_node_ip_address())
+        return self._api.url
 
     async def generate(
         self, prompts: Sequence[Prompt], params: SamplingParams, timeout: Optional[float] = None
@@ -191,7 +205,19 @@ def create_engines(
         replica = dataclasses.replace(spec, model=dataclasses.replace(spec.model, seed=spec.model.seed + index))
         handles.append(actor_class.options(**options).remote(replica))  # each replica samples its own stream
     wait_ready(handles, ready_timeout)
+    if spec.model.enable_openai_api:  # started now, so a server that cannot start fails the job at start-up
+        wait_serving(handles, ready_timeout)
     return handles
+
+
+def wait_serving(handles: Sequence[Any], timeout: float) -> List[str]:
+    """Every replica's OpenAI API URL, once each serves."""
+    refs = [handle.serve_openai.remote() for handle in handles]
+    done, _ = ray.wait(refs, num_returns=len(refs), timeout=timeout)
+    late = [index for index, ref in enumerate(refs) if ref not in done]
+    if late:
+        raise TimeoutError(f"the OpenAI APIs of engines {late} of {len(refs)} did not start within {timeout:g} s")
+    return ray.get(refs)
 
 
 def wait_ready(handles: Sequence[Any], timeout: float) -> List[Dict[str, Any]]:
@@ -204,12 +230,49 @@ def wait_ready(handles: Sequence[Any], timeout: float) -> List[Dict[str, Any]]:
 
 
 class RemoteEngine(RolloutEngine):
-    """A RolloutEngine backed by an EngineActor; every call honours the task's deadline (monotonic)."""
+    """A RolloutEngine backed by an EngineActor; every call honours the task's deadline (monotonic).
+    With `enable_openai_api`, workflows may also talk to the replica through OpenAI clients; with
+    `enable_history` the completions those clients receive are recorded for experiences."""
 
     def __init__(self, handle: Any, spec: EngineSpec, codec: TextCodec, deadline: Optional[float] = None):
         super().__init__(spec, codec)
         self.handle = handle
         self.deadline = deadline
+        self.history: List[Any] = []  # openai_client.Turn records of this workflow run
+
+    def _api_url(self) -> str:
+        model = self.spec.model
+        if not model.enable_openai_api:
+            raise RuntimeError(
+                "this engine serves no OpenAI API: set enable_openai_api=true on its model "
+                "(explorer.rollout_model or the auxiliary model) to use get_openai_client()"
+            )
+        return ray.get(self.handle.serve_openai.remote(), timeout=self._remaining(None))
+
+    def get_openai_client(self):
+        """An `openai.OpenAI` bound to this replica (`client.model_path` names its model)."""
+        from trinity.explorer.openai_client import openai_client
+
+        history = self.history if self.spec.model.enable_history else None
+        return openai_client(self._api_url(), self.spec.model_path, history, self._remaining(None))
+
+    def get_openai_async_client(self):
+        """An `openai.AsyncOpenAI` bound to this replica."""
+        from trinity.explorer.openai_client import openai_async_client
+
+        history = self.history if self.spec.model.enable_history else None
+        return openai_async_client(self._api_url(), self.spec.model_path, history, self._remaining(None))
+
+    def extract_experience_from_history(self, clear_history: bool = True) -> list:
+        """The experiences of the completions this run's OpenAI clients received (needs enable_history)."""
+        from trinity.explorer.openai_client import experiences
+
+        if not self.spec.model.enable_history:
+            raise RuntimeError("no history is recorded: set enable_history=true (with enable_openai_api=true)")
+        found = experiences(self.history)
+        if clear_history:
+            self.history.clear()
+        return found
 
     def _remaining(self, timeout: Optional[float]) -> Optional[float]:
         limits = [

@@ -48,6 +48,23 @@ def check_explorer(config: Config, report: Report) -> None:
                 setattr(engine, field_name, getattr(model, field_name))
         if engine.chat_template is None:
             engine.chat_template = model.custom_chat_template
+        key = "explorer.rollout_model" if index == 0 else f"explorer.auxiliary_models[{index - 1}]"
+        _check_openai_keys(engine, key, report)
+
+
+OPENAI_KEYS = ("enable_history", "enable_auto_tool_choice", "tool_call_parser", "reasoning_parser")
+
+
+def _check_openai_keys(engine, key: str, report: Report) -> None:
+    """The keys that configure a model's OpenAI API need the API; auto tool choice needs a parser."""
+    if not engine.enable_openai_api:
+        for name in OPENAI_KEYS:
+            if getattr(engine, name):
+                report.problem(f"{key}.{name}", getattr(engine, name), "configures the OpenAI API, which this "
+                               "model does not serve", f"also set {key}.enable_openai_api=true")  # fmt: skip
+    if engine.enable_auto_tool_choice and not engine.tool_call_parser:
+        report.problem(f"{key}.enable_auto_tool_choice", True, "needs a parser to read the model's tool calls",
+                       f"set {key}.tool_call_parser (e.g. hermes)")  # fmt: skip
 
 
 def _check_unset_teacher(report: Report) -> None:

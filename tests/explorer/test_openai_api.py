@@ -1,0 +1,205 @@
+"""The engines' OpenAI-compatible API, through the real `openai` client: endpoints, exact recorded tokens,
+refused keys, workflows that use `self.engine.get_openai_client()`, on the HF engine and on vLLM."""
+
+import asyncio
+import json
+import time
+
+import openai
+import pytest
+import ray
+
+from tests.conftest import needs_vllm, validated
+from trinity.config import ConfigError
+from trinity.explorer.engine import engine_specs
+from trinity.explorer.engine_actor import RemoteEngine, create_engines, wait_serving
+from trinity.explorer.runner import TaskRunner
+from trinity.explorer.sampling import SamplingParams
+from trinity.explorer.workflows.base import Workflow
+from trinity.model.load import load_tokenizer, resolve_model_path
+
+API = ["explorer.rollout_model.enable_openai_api=true", "explorer.rollout_model.enable_history=true"]
+MESSAGES = [{"role": "user", "content": "3+4="}]
+
+
+class ChatWorkflow(Workflow):
+    """Two turns through the OpenAI client; one experience per recorded turn, the task's reward on each."""
+
+    def run(self):
+        client = self.engine.get_openai_client()
+        messages = [{"role": "user", "content": self.task.question}]
+        for _ in range(2):
+            reply = client.chat.completions.create(model=client.model_path, messages=messages, max_tokens=4)
+            messages += [{"role": "assistant", "content": reply.choices[0].message.content},
+                         {"role": "user", "content": "again"}]  # fmt: skip
+        experiences = self.engine.extract_experience_from_history()
+        reward, metrics = self.score(messages[-2]["content"])
+        for exp in experiences:
+            exp.reward, exp.metrics = reward, metrics
+        return experiences
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory):
+    root = tmp_path_factory.mktemp("openai_api")
+    config = validated(f"checkpoint_root_dir={root}", f"model.tiny.cache_dir={root / 'models'}", *API).configs[0]
+    ray.init(address="local", num_cpus=2, include_dashboard=False)
+    try:
+        engines = create_engines(config, ready_timeout=300)
+        yield config, engines, wait_serving(engines, 60)[0]
+    finally:
+        ray.shutdown()
+
+
+def proxy(config, engines):
+    runner = TaskRunner(engines, engine_specs(config)[0])
+    return RemoteEngine(engines[0], runner.spec, runner.codec, deadline=time.monotonic() + 120)
+
+
+def test_the_api_lists_its_model_and_version_and_reports_health(served):
+    config, engines, url = served
+    client = proxy(config, engines).get_openai_client()
+    [card] = client.models.list().data
+    assert card.id == client.model_path == engine_specs(config)[0].model_path
+    assert card.model_extra["model_version"] == 0
+    assert client.get("/../health", cast_to=object)["status"] == "ok"
+
+
+def test_recorded_tokens_are_exactly_what_the_engine_saw_and_generated(served):
+    config, engines, _ = served
+    engine = proxy(config, engines)
+    client = engine.get_openai_client()
+    reply = client.chat.completions.create(
+        model=client.model_path, messages=MESSAGES, max_tokens=6, n=3, temperature=1.0, logprobs=True
+    )
+    assert len(reply.choices) == 3 and reply.model_extra["model_version"] == 0
+    prompt_ids = engine.encode(engine.chat_prompt(MESSAGES))
+    experiences = engine.extract_experience_from_history()
+    assert len(experiences) == 3 and engine.history == []
+    for choice, exp in zip(reply.choices, experiences, strict=True):
+        response = choice.model_extra["token_ids"]
+        assert exp.tokens.tolist() == prompt_ids + response and exp.prompt_length == len(prompt_ids)
+        assert choice.message.content == engine.decode(response)
+        assert [entry.logprob for entry in choice.logprobs.content] == pytest.approx(exp.logprobs.tolist())
+    greedy = client.chat.completions.create(model=client.model_path, messages=MESSAGES, max_tokens=6, temperature=0)
+    [[direct]] = engine.generate([prompt_ids], SamplingParams(temperature=0.0, max_tokens=6))
+    assert greedy.choices[0].model_extra["token_ids"] == direct.response_ids  # one engine, one answer
+
+
+def test_completions_take_text_or_token_ids_and_the_async_client_records_too(served):
+    config, engines, _ = served
+    engine = proxy(config, engines)
+    client = engine.get_openai_client()
+    ids = engine.encode("12+30=")
+    by_text = client.completions.create(model=client.model_path, prompt="12+30=", max_tokens=3, temperature=0)
+    by_ids = client.completions.create(model=client.model_path, prompt=ids, max_tokens=3, temperature=0)
+    assert by_text.model_extra["prompt_token_ids"] == by_ids.model_extra["prompt_token_ids"] == ids
+    assert by_text.choices[0].text == by_ids.choices[0].text
+
+    async def chat():
+        async_client = engine.get_openai_async_client()
+        return await async_client.chat.completions.create(
+            model=async_client.model_path, messages=MESSAGES, max_tokens=2
+        )
+
+    asyncio.run(chat())
+    assert len(engine.extract_experience_from_history()) == 3
+
+
+@pytest.mark.parametrize(
+    "request_args, refused",
+    [({"stop": ["\n"]}, "stop"), ({"seed": 3}, "seed"), ({"model": "other"}, "not served here"),
+     ({"extra_body": {"top_k": 0}}, "top_k")],
+)  # fmt: skip
+def test_what_the_engines_cannot_honour_is_refused_by_name(served, request_args, refused):
+    config, engines, _ = served
+    client = proxy(config, engines).get_openai_client()
+    args = {"model": client.model_path, "messages": MESSAGES, "max_tokens": 2, **request_args}
+    with pytest.raises(openai.BadRequestError, match=refused):
+        client.chat.completions.create(**args)
+
+
+def test_a_workflow_talks_through_the_client_and_its_turns_become_experiences(served):
+    config, engines, _ = served
+    runner = TaskRunner(engines, engine_specs(config)[0], runner_per_model=2, max_timeout=60.0)
+    tasks = [{"task_id": f"t{i}", "question": f"{i}+1=", "answer": str(i + 1), "repeat_times": 1,
+              "workflow": "tests.explorer.test_openai_api.ChatWorkflow"} for i in range(3)]  # fmt: skip
+    result = runner.run(tasks, batch_id="1")
+    assert result.failures == [] and len(result.experiences) == 6
+    assert sorted(exp.step for exp in result.experiences) == [0, 0, 0, 1, 1, 1]
+    for exp in result.experiences:  # the second turn's prompt holds the first turn's exchange
+        assert exp.reward is not None and len(exp.logprobs) == len(exp.tokens) - exp.prompt_length
+
+
+def test_history_needs_the_api_and_an_engine_without_it_says_how_to_enable_it(served, tmp_path):
+    with pytest.raises(ConfigError, match="enable_openai_api=true"):
+        validated(f"checkpoint_root_dir={tmp_path}", "explorer.rollout_model.enable_history=true")
+    config, engines, _ = served
+    runner = TaskRunner(engines, engine_specs(config)[0])
+    plain = engine_specs(validated(f"checkpoint_root_dir={tmp_path}").configs[0])[0]
+    with pytest.raises(RuntimeError, match="enable_openai_api=true"):
+        RemoteEngine(engines[0], plain, runner.codec).get_openai_client()
+
+
+@needs_vllm
+def test_the_vllm_engine_serves_the_same_api(served, tmp_path):
+    config = validated(f"checkpoint_root_dir={tmp_path}", "explorer.rollout_model.engine_type=vllm", *API).configs[0]
+    engines = create_engines(config, ready_timeout=300)  # beside the HF engine on the module's cluster
+    try:
+        engine = proxy(config, engines)
+        client = engine.get_openai_client()
+        reply = client.chat.completions.create(model=client.model_path, messages=MESSAGES, max_tokens=5, n=2)
+        [first, second] = engine.extract_experience_from_history()
+        assert [c.model_extra["token_ids"] for c in reply.choices] == [
+            first.tokens[first.prompt_length :].tolist(), second.tokens[second.prompt_length :].tolist()
+        ]  # fmt: skip
+    finally:
+        for handle in engines:
+            ray.kill(handle)
+
+
+TOOLS = [{"type": "function", "function": {"name": "calculator", "description": "Evaluates arithmetic.",
+          "parameters": {"type": "object", "properties": {"expression": {"type": "string"}},
+                         "required": ["expression"]}}}]  # fmt: skip
+
+
+def test_tools_without_a_parser_are_refused_by_name(served):
+    config, engines, _ = served
+    client = proxy(config, engines).get_openai_client()
+    with pytest.raises(openai.BadRequestError, match="enable_auto_tool_choice"):
+        client.chat.completions.create(model=client.model_path, messages=MESSAGES, tools=TOOLS, max_tokens=2)
+
+
+@needs_vllm
+def test_vllm_parsers_split_reasoning_and_tool_calls(tmp_path):
+    from trinity.explorer.openai_parsing import ChatParsers
+
+    overrides = [*API, "explorer.rollout_model.enable_auto_tool_choice=true",
+                 "explorer.rollout_model.tool_call_parser=hermes",
+                 "explorer.rollout_model.reasoning_parser=qwen3"]  # fmt: skip
+    spec = engine_specs(validated(f"checkpoint_root_dir={tmp_path}", *overrides).configs[0])[0]
+    parsers = ChatParsers(load_tokenizer(resolve_model_path(spec.tiny)), spec.model)
+    body = {"messages": MESSAGES, "tools": TOOLS}
+    text = (
+        '<think>add them</think><tool_call>\n{"name": "calculator", "arguments": {"expression": "3+4"}}\n</tool_call>'
+    )
+    message, finish = parsers.message(text, body)
+    assert finish == "tool_calls" and message["reasoning_content"] == "add them"
+    [call] = message["tool_calls"]
+    assert call["function"]["name"] == "calculator" and json.loads(call["function"]["arguments"]) == {
+        "expression": "3+4"
+    }
+    plain, finish = parsers.message("<think>easy</think>7", body)
+    assert finish is None and plain["content"] == "7" and "tool_calls" not in plain
+    with pytest.raises(ValueError, match="tool_choice"):
+        parsers.check({**body, "tool_choice": "required"})
+
+
+@pytest.mark.parametrize(
+    "overrides, key",
+    [(["explorer.rollout_model.tool_call_parser=hermes"], "tool_call_parser"),
+     ([*API, "explorer.rollout_model.enable_auto_tool_choice=true"], "enable_auto_tool_choice")],
+)  # fmt: skip
+def test_parser_keys_need_the_api_and_auto_tool_choice_needs_a_parser(tmp_path, overrides, key):
+    with pytest.raises(ConfigError, match=key):
+        validated(f"checkpoint_root_dir={tmp_path}", *overrides)
