@@ -1,6 +1,7 @@
 """Workflow and reward plug-ins selected by dotted path in the explorer tests."""
 
 import time
+import zlib
 
 from trinity.explorer.engine import TaskTimeout
 from trinity.explorer.workflows.base import Workflow
@@ -12,6 +13,19 @@ def failing_reward(response, answer):
 
 def always_correct(response, answer):
     return {"reward": 1.0, "accuracy": 1.0}
+
+
+def flat_for_even_answers(response, answer):
+    """No variance for tasks with an even answer (a std_threshold of 0 drops their groups); the others
+    score 0 or 1 by a checksum of the response, so different sampled responses rarely all agree."""
+    return 0.0 if int(answer) % 2 == 0 else float(zlib.crc32(response.encode()) % 2)
+
+
+def raises_for_even_answers(response, answer):
+    """A reward function that fails for some tasks (those whose answer is even) and scores the others."""
+    if int(answer) % 2 == 0:
+        raise ValueError(f"cannot score answer {answer}")
+    return float(zlib.crc32(response.encode()) % 2)
 
 
 def text_reward(response, answer):

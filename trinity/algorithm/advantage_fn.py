@@ -13,7 +13,15 @@ from typing import Dict, Optional
 import torch
 
 from trinity.algorithm.aggregate import masked_whiten
-from trinity.algorithm.groups import batch_std, dense_index, group_logavgexp, group_stats, group_sum
+from trinity.algorithm.groups import (
+    batch_std,
+    dense_index,
+    group_logavgexp,
+    group_spread,
+    group_stats,
+    group_sum,
+)
+from trinity.algorithm.reward_shaping import overlong_penalty
 from trinity.config.functions import ADVANTAGE_FN
 
 Batch = Dict[str, torch.Tensor]
@@ -92,7 +100,11 @@ class GRPOAdvantage(AdvantageFn):
         self.std_cal_level = std_cal_level
 
     def compute(self, batch: Batch) -> dict:
-        scores, mask = sequence_scores(batch), batch["response_mask"]
+        return self.normalise(sequence_scores(batch), batch)
+
+    def normalise(self, scores: torch.Tensor, batch: Batch) -> dict:
+        """The GRPO result for one score per row [B] (rewards, or rewards already shaped)."""
+        mask = batch["response_mask"]
         stats = group_stats(scores, batch["group_ids"])
         centred = scores - stats.mean
         if self.norm:
@@ -102,9 +114,44 @@ class GRPOAdvantage(AdvantageFn):
             centred = centred / (std + self.epsilon)
         out = _result(broadcast(centred, mask))
         if self.std_threshold is not None:
-            drop = (stats.size == 1) | (stats.std <= self.std_threshold)
+            constant = group_spread(scores, stats.index, stats.count) == 0  # exact: no rounding in a sum of squares
+            drop = (stats.size == 1) | (stats.std <= self.std_threshold) | constant
             _apply_drop(out, ~drop)
             out["metrics"]["filtered_count"] = float(_groups_among(stats.index, drop))
+        return out
+
+
+@ADVANTAGE_FN.implements("dapo")
+class DAPOAdvantage(GRPOAdvantage):
+    """GRPO on overlong-shaped rewards (trinity.algorithm.reward_shaping); with a std threshold (0.0 by default)
+    groups whose shaped rewards do not vary are dropped: dynamic sampling, whose top-up the explorer does."""
+
+    def __init__(
+        self,
+        epsilon: float,
+        std_threshold: Optional[float],
+        overlong_buffer_len: Optional[int],
+        overlong_penalty_factor: float,
+        max_response_length: Optional[int],
+    ):
+        super().__init__(epsilon, True, std_threshold, "group")
+        if overlong_buffer_len is None and max_response_length is not None:
+            overlong_buffer_len = max_response_length // 5  # the documented default, as validation fills it
+        self.max_response_length = max_response_length
+        self.overlong_buffer_len = overlong_buffer_len
+        self.overlong_penalty_factor = overlong_penalty_factor
+
+    def compute(self, batch: Batch) -> dict:
+        lengths = batch["response_mask"].sum(-1)
+        if self.max_response_length is None and self.overlong_buffer_len != 0:
+            raise ValueError("dapo's overlong shaping needs max_response_length (validation fills it)")
+        penalty = overlong_penalty(
+            lengths, self.max_response_length or 0, self.overlong_buffer_len or 0, self.overlong_penalty_factor
+        )
+        scores = sequence_scores(batch)
+        out = self.normalise(scores + penalty.to(scores.dtype), batch)
+        out["metrics"]["overlong_penalty_mean"] = float(penalty.mean())
+        out["metrics"]["overlong_frac"] = float((penalty < 0).float().mean())
         return out
 
 

@@ -43,6 +43,14 @@ def group_stats(scores: torch.Tensor, group_ids: torch.Tensor) -> GroupStats:
     return GroupStats(index, count, size[index], mean[index], std[index])
 
 
+def group_spread(scores: torch.Tensor, index: torch.Tensor, count: int) -> torch.Tensor:
+    """[B] max minus min of the row's group: exactly 0 when every score is equal, which a std computed
+    through a rounded mean may miss (four rewards of 0.1 can give a std of 1e-8)."""
+    high = scores.new_full((count,), float("-inf")).scatter_reduce(0, index, scores, reduce="amax")
+    low = scores.new_full((count,), float("inf")).scatter_reduce(0, index, scores, reduce="amin")
+    return (high - low)[index]
+
+
 def group_logavgexp(scores: torch.Tensor, index: torch.Tensor, count: int, tau: float) -> torch.Tensor:
     """[B] tau * (logsumexp(r / tau) - log n) over the row's group, computed stably."""
     scaled = scores / tau

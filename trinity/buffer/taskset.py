@@ -101,10 +101,12 @@ class TasksetReader:
         )
 
 
-def train_taskset_reader(config) -> TasksetReader:
-    """The explorer's training taskset from a validated root Config."""
+def train_taskset_reader(config, reads_per_step: int = 1) -> TasksetReader:
+    """The explorer's training taskset from a validated root Config. With `total_steps`, it serves
+    `reads_per_step` batches per step at most: room for the explorer's top-up reads (explorer.top_up)."""
     buffer = config.buffer
-    return TasksetReader(buffer.explorer_input.taskset, buffer.batch_size, buffer.total_epochs, buffer.total_steps)
+    steps = buffer.total_steps * reads_per_step if buffer.total_steps else buffer.total_steps
+    return TasksetReader(buffer.explorer_input.taskset, buffer.batch_size, buffer.total_epochs, steps)
 
 
 def eval_taskset_readers(config) -> List[TasksetReader]:
