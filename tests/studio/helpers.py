@@ -7,6 +7,7 @@ import yaml
 from streamlit.testing.v1 import AppTest
 
 from tests.conftest import REPO
+from trinity.studio.sidebar import SCHEMA_DEFAULTS
 
 APP = REPO / "trinity" / "manager" / "config_manager.py"
 WIDGET_TYPES = (
@@ -23,7 +24,17 @@ WIDGET_TYPES = (
 
 
 def open_page() -> AppTest:
+    """The page as a new session opens it: on the default experiment."""
     at = AppTest.from_file(str(APP), default_timeout=90).run()
+    assert_clean(at)
+    return at
+
+
+def schema_page() -> AppTest:
+    """The page started over from the schema defaults (one stage, no experiment)."""
+    at = set_values(open_page(), start_from=SCHEMA_DEFAULTS)
+    widget(at, "start_over").click()
+    at.run()
     assert_clean(at)
     return at
 

@@ -2,6 +2,8 @@
 generation with validation's own message, and derived values shown read-only."""
 
 import pytest
+import yaml
+from omegaconf import OmegaConf
 from streamlit.testing.v1.errors import AppTestError
 
 from tests.studio.helpers import (
@@ -11,14 +13,19 @@ from tests.studio.helpers import (
     generate,
     make_valid,
     open_page,
+    resolved_config,
+    schema_page,
     set_values,
     warnings,
     widget,
     widgets,
 )
+from trinity.config import CONF_DIR, compose, validate
 from trinity.config.fields import field_infos
 from trinity.config.trainer import TrainerConfig
 from trinity.manager.config_registry import CONFIG_GENERATORS
+from trinity.studio.selection import all_options
+from trinity.studio.sidebar import DEFAULT_EXPERIMENT, SCHEMA_DEFAULTS
 from trinity.studio.values import plain
 
 BEGINNER_RL = {
@@ -33,8 +40,30 @@ NEVER_PLACED = {"kl_penalty", "kl_ctrl_type", "kl_ctrl_coef", "buffer_group"}  #
 BEGINNER_ONLY = {"trainer_gpu_num_display"}
 
 
-def test_beginner_mode_shows_the_essential_fields():
+def test_the_page_opens_on_the_default_experiment_with_no_failing_check():
+    """A new session shows the config `python -m trinity` runs, valid here as it is, and says so."""
     at = open_page()
+    assert not warnings(at) and not at.error
+    assert not widget(at, "generate_config").disabled, widget(at, "generate_config").help
+    assert any("Opened on the default experiment" in s.value for s in at.success), at.success
+    assert any("Runs 2 stages: sft_warmup (mode train), then grpo (mode both)" in i.value for i in at.info)
+    assert widget(at, "exp_name").value == "arithmetic" and widget(at, "total_steps").value == 160
+    expected = validate(compose([]))
+    assert [c.name for c in at.session_state["_page"].evaluation.configs] == [c.name for c in expected.configs]
+    generate(at)
+    assert resolved_config(at) == yaml.safe_load(OmegaConf.to_yaml(OmegaConf.structured(expected.configs[0])))
+
+
+def test_start_from_offers_the_schema_defaults_every_preset_and_each_stage_variant():
+    options = widget(open_page(), "start_from").options
+    assert options[:2] == [SCHEMA_DEFAULTS, DEFAULT_EXPERIMENT]
+    assert set(all_options("experiment")) <= set(options)
+    variants = {f"arithmetic, algorithm={path.stem}" for path in (CONF_DIR / "experiment/stages/arithmetic").iterdir()}
+    assert {"arithmetic, algorithm=dpo", "arithmetic, algorithm=sft"} <= variants <= set(options)
+
+
+def test_beginner_mode_shows_the_essential_fields():
+    at = schema_page()
     shown = set(widgets(at))
     assert BEGINNER_RL <= shown, BEGINNER_RL - shown
     assert "critic_lr" not in shown and "experience_buffer_path" not in shown
@@ -69,15 +98,15 @@ SCENARIOS = [
     {"policy_loss_fn": "topr", "advantage_fn": "on_policy_distill"},
     {"policy_loss_fn": "sppo", "advantage_fn": "ppo"},
     {"policy_loss_fn": "dpo"},
-    {"policy_loss_fn": "mix"},
+    {"policy_loss_fn": "mix", "advantage_fn": "dapo"},
 ]
 
 
 def test_expert_mode_renders_every_entry_for_some_selection():
     seen = set()
-    at = expert(open_page())
+    at = expert(schema_page())
     for scenario in SCENARIOS:
-        widget(at, "start_over").click()  # back to the schema defaults ("Start from" is at its default)
+        widget(at, "start_over").click()  # back to the schema defaults ("Start from" still selects them)
         at.run()
         set_values(at, **scenario)
         if "eval_tasksets.add" in widgets(at):
@@ -95,8 +124,8 @@ def test_expert_mode_renders_every_entry_for_some_selection():
 
 
 def test_widgets_start_at_the_registry_defaults():
-    """What the page shows first is what the registry holds, i.e. the schema defaults."""
-    at = expert(open_page())
+    """Started over from the schema defaults, the page shows what the registry holds."""
+    at = expert(schema_page())
     defaults = CONFIG_GENERATORS.default_config()
     compared = 0
     for key, shown in widgets(at).items():
@@ -111,7 +140,7 @@ def test_widgets_start_at_the_registry_defaults():
 
 
 def test_visibility_follows_the_selection():
-    at = expert(open_page())
+    at = expert(schema_page())
     assert "param_offload" in widgets(at) and "offload_policy" not in widgets(at)
     set_values(at, training_strategy="fsdp2")
     shown = set(widgets(at))
@@ -125,7 +154,7 @@ def test_visibility_follows_the_selection():
 
 
 def test_defaults_follow_the_selection_but_user_values_stay():
-    at = open_page()
+    at = schema_page()
     set_values(at, algorithm_type="ppo")
     assert widget(at, "repeat_times").value == 1  # PPOConfig's default
     set_values(at, algorithm_type="grpo", repeat_times=6)
@@ -135,7 +164,7 @@ def test_defaults_follow_the_selection_but_user_values_stay():
 
 
 def test_values_survive_mode_switches():
-    at = expert(open_page())
+    at = expert(schema_page())
     set_values(at, sync_timeout=77.0, runner_per_model=3)
     set_values(at, mode_switch="Beginner Mode")
     set_values(at, mode_switch="Expert Mode")
@@ -176,7 +205,7 @@ CHECKS = [
 
 @pytest.mark.parametrize("field, values, action, message", CHECKS, ids=[c[0] for c in CHECKS])
 def test_each_check_blocks_generation_with_its_message(field, values, action, message, tmp_path):
-    at = open_page()
+    at = schema_page()
     start = {"checkpoint_root_dir": str(tmp_path), "taskset_path": str(tmp_path / "t.jsonl"), "engine_num": 1}
     if field in ("checkpoint_root_dir", "taskset_path", "tensor_parallel_size"):
         start = {k: v for k, v in start.items() if k != {"tensor_parallel_size": "engine_num"}.get(field, field)}
@@ -191,7 +220,7 @@ def test_each_check_blocks_generation_with_its_message(field, values, action, me
 
 
 def test_a_valid_page_enables_generation_and_shows_derived_values(tmp_path):
-    at = make_valid(open_page(), tmp_path)
+    at = make_valid(schema_page(), tmp_path)
     assert not warnings(at) and not at.error
     assert widget(at, "trainer_gpu_num_display").value == 1  # 2 CPU devices, 1 engine
     set_values(at, cpu_devices_per_node=5, explore_batch_size=8)
@@ -205,7 +234,7 @@ def test_a_valid_page_enables_generation_and_shows_derived_values(tmp_path):
 
 
 def test_problems_off_the_shown_fields_are_listed_at_the_button(tmp_path):
-    at = make_valid(open_page(), tmp_path)
+    at = make_valid(schema_page(), tmp_path)
     expert(at)
     set_values(at, sample_strategy="mix")  # mix needs an expert dataset no field of the page sets
     set_values(at, mode_switch="Beginner Mode")
@@ -214,7 +243,7 @@ def test_problems_off_the_shown_fields_are_listed_at_the_button(tmp_path):
 
 
 def test_other_keys_are_validated_like_any_override(tmp_path):
-    at = expert(make_valid(open_page(), tmp_path))
+    at = expert(make_valid(schema_page(), tmp_path))
     set_values(at, extra_overrides="explorer.max_timeout=0\nbuffer.batch_size=3\nnot an override")
     texts = warnings(at)
     assert any("explorer.max_timeout = 0.0: must be > 0" in t for t in texts), texts
@@ -224,7 +253,7 @@ def test_other_keys_are_validated_like_any_override(tmp_path):
 
 
 def test_dict_fields_are_json_text_checked_by_validation(tmp_path):
-    at = expert(make_valid(open_page(), tmp_path))
+    at = expert(make_valid(schema_page(), tmp_path))
     set_values(at, enable_replay_buffer=True)
     set_values(at, priority_fn_args="{bad")
     assert any("is not valid JSON" in text for text in warnings(at)), warnings(at)
@@ -240,7 +269,7 @@ def test_dict_fields_are_json_text_checked_by_validation(tmp_path):
 def test_unapplied_fields_are_marked_and_locked_at_their_default(tmp_path):
     """A field nothing applies yet says so (label and help) and cannot take another value: its widget is
     disabled, a value forced into its session key goes back to the default, and the config leaves it out."""
-    at = expert(make_valid(open_page(), tmp_path))
+    at = expert(make_valid(schema_page(), tmp_path))
     reason = field_infos(TrainerConfig)["enable_preview"].unapplied
     preview = widget(at, "enable_preview")
     assert preview.disabled and preview.value is False

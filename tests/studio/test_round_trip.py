@@ -19,12 +19,14 @@ from tests.studio.helpers import (
     open_page,
     preset_text,
     resolved_config,
+    schema_page,
     set_values,
     stem_of,
     widget,
     widgets,
 )
 from trinity.config import compose, validate
+from trinity.studio.sidebar import start_points
 
 
 def dry_run_config(stdout: str) -> dict:
@@ -94,7 +96,7 @@ SCENARIOS = {
 
 @pytest.mark.parametrize("name", list(SCENARIOS))
 def test_generated_config_file_runs_through_the_cli_to_the_shown_config(name, tmp_path):
-    at = make_valid(open_page(), tmp_path)
+    at = make_valid(schema_page(), tmp_path)
     SCENARIOS[name](at, tmp_path)
     generate(at)
     text = config_file_text(at)
@@ -110,7 +112,7 @@ def test_generated_config_file_runs_through_the_cli_to_the_shown_config(name, tm
 
 
 def test_only_values_that_differ_from_the_defaults_are_written(tmp_path):
-    at = make_valid(open_page(), tmp_path)
+    at = make_valid(schema_page(), tmp_path)
     generate(at)
     command = command_text(at)
     assert "engine_num" not in command  # 1 is what explorer=default composes
@@ -120,7 +122,7 @@ def test_only_values_that_differ_from_the_defaults_are_written(tmp_path):
 
 
 def test_experiment_preset_and_command_line_give_the_same_config(tmp_path):
-    at = make_valid(open_page(), tmp_path)
+    at = make_valid(schema_page(), tmp_path)
     scenario_opmd_lists(at, tmp_path)
     generate(at)
     expected = page_config_as_dry_run(at)
@@ -140,7 +142,7 @@ def test_experiment_preset_and_command_line_give_the_same_config(tmp_path):
 
 
 def test_a_written_config_loads_back_unchanged(tmp_path):
-    at = make_valid(open_page(), tmp_path)
+    at = make_valid(schema_page(), tmp_path)
     scenario_opmd_lists(at, tmp_path)
     expert(at)
     set_values(at, extra_overrides="explorer.max_timeout=600.0\n++monitor.monitor_args={mode:offline}")
@@ -159,22 +161,26 @@ def test_a_written_config_loads_back_unchanged(tmp_path):
     assert resolved_config(fresh) == shown
 
 
-@pytest.mark.parametrize("preset", [None, "qwen_gsm8k", "arithmetic"])
-def test_shipped_configs_load_into_the_page_without_losing_a_key(preset):
-    at = open_page()
-    choice = preset or "(default experiment: conf/config.yaml)"
+SHIPPED = {label: overrides for label, overrides in start_points().items() if overrides is not None}
+
+
+@pytest.mark.parametrize("choice", list(SHIPPED))
+def test_shipped_configs_load_into_the_page_without_losing_a_key(choice):
+    """Every "Start from" choice but the schema defaults: the default experiment, each preset and each
+    preset's stage variant for another algorithm type."""
+    at = schema_page()
     set_values(at, start_from=choice)
     widget(at, "start_over").click()
     at.run()
     assert any("Loaded" in s.value for s in at.success), [e.value for e in at.error]
-    expected = validate(compose([f"experiment={preset}"] if preset else [])).configs[0]
+    expected = validate(compose(list(SHIPPED[choice]))).configs[0]
     assert not widget(at, "generate_config").disabled, widget(at, "generate_config").help
     generate(at)
     assert resolved_config(at) == yaml.safe_load(OmegaConf.to_yaml(OmegaConf.structured(expected)))
 
 
 def test_loading_a_broken_file_says_why_and_changes_nothing(tmp_path):
-    at = make_valid(open_page(), tmp_path)
+    at = make_valid(schema_page(), tmp_path)
     bad = tmp_path / "bad.yaml"
     bad.write_text("buffer:\n  batch_sizee: 3\n")
     set_values(at, load_path=str(bad))
@@ -185,7 +191,7 @@ def test_loading_a_broken_file_says_why_and_changes_nothing(tmp_path):
 
 
 def test_the_readme_run_command_shape_is_what_the_page_prints(tmp_path):
-    at = make_valid(open_page(), tmp_path)
+    at = make_valid(schema_page(), tmp_path)
     generate(at)
     assert f"--config-name {stem_of(config_file_text(at))}" in config_file_text(at)
     assert (REPO / "trinity" / "manager" / "config_manager.py").exists()

@@ -1,9 +1,7 @@
 """run_config: the page saves the config and runs it as a subprocess (argument list), shows its status and
-log, stops it; without Ray's job SDK a Ray job address gets a clear message. Metrics come from real
-TensorBoard event files.
-
-The issue's "2-step tiny experiment to completion" needs the RFT engine (`trinity.orchestration`); it is
-skipped while the engine is not in the tree, and the other run tests use dry runs.
+log, stops it, and once a run ends shows its summary table and learning curve; without Ray's job SDK a
+Ray job address gets a clear message. Metrics come from real TensorBoard event files. One real 2-step
+run of the default experiment's GRPO stage; the other run tests use dry runs.
 """
 
 import importlib.util
@@ -12,8 +10,13 @@ import time
 
 import pytest
 
-from tests.studio.helpers import generate, make_valid, open_page, set_values, widget
+from tests.studio.helpers import generate, make_valid, open_page, schema_page, set_values, widget
+from trinity.config import compose, validate
+from trinity.orchestration.report import format_job
+from trinity.orchestration.summary import read_summary
+from trinity.studio.evaluation import evaluate
 from trinity.studio.metrics import latest_scalars
+from trinity.studio.run_dirs import run_dirs
 from trinity.studio.runs import LocalRun
 
 RUN_TIMEOUT_S = 120
@@ -32,7 +35,7 @@ def _wait_finished(at, timeout=RUN_TIMEOUT_S):
 
 
 def test_run_from_the_page_saves_the_config_and_shows_status_and_log(tmp_path):
-    at = make_valid(open_page(), tmp_path)
+    at = make_valid(schema_page(), tmp_path)
     generate(at)
     _write_metrics(tmp_path / "Trinity-RFT" / "Example" / "monitor")  # where a run of this config would log
     set_values(at, save_dir=str(tmp_path / "saved"), run_dry=True)
@@ -47,18 +50,13 @@ def test_run_from_the_page_saves_the_config_and_shows_status_and_log(tmp_path):
     log = next(code.value for code in at.code if "Config is valid" in code.value)
     assert "== Derived values" in log
     assert not widget(at, "run").disabled
+    assert "Results" not in [header.value for header in at.subheader]  # a dry run leaves none
     shown = at.table[0].value
     assert list(shown["metric"]) == ["actor/loss", "critic/rewards/mean"] and list(shown["step"]) == [2, 2]
 
 
-@pytest.mark.skipif(
-    importlib.util.find_spec("trinity.orchestration") is None, reason="the RFT engine has not landed yet"
-)
 def test_a_two_step_tiny_experiment_runs_from_the_page_to_completion(tmp_path):
-    at = open_page()
-    set_values(at, start_from="(default experiment: conf/config.yaml)")
-    widget(at, "start_over").click()
-    at.run()
+    at = open_page()  # the default experiment
     set_values(at, mode_switch="Expert Mode", checkpoint_root_dir=str(tmp_path), total_steps=2, explore_batch_size=2)
     # run the default experiment's GRPO stage alone (without its SFT warm-up stage)
     set_values(at, extra_overrides="stages=[]\nexplorer.eval_on_startup=false")
@@ -72,12 +70,32 @@ def test_a_two_step_tiny_experiment_runs_from_the_page_to_completion(tmp_path):
     job_dir = tmp_path / "trinity" / "arithmetic"
     assert (job_dir / "global_step_2").is_dir(), sorted(p.name for p in job_dir.iterdir())
     assert at.table and len(at.table[0].value) > 0, "the page shows no metrics of the finished run"
+    summary = next((c.value for c in at.code if c.value.startswith("run summary: arithmetic")), None)
+    assert summary is not None, [c.value[:80] for c in at.code]
+    assert summary == format_job([(str(job_dir), read_summary(str(job_dir)))])  # the table the run printed
+    assert str(job_dir / "learning_curve.png") in summary
+    images = [image for element in at.get("image") for image in element.proto.imgs]
+    assert [image.caption for image in images] == [str(job_dir / "learning_curve.png")], images
+
+
+def test_a_fresh_run_of_a_used_job_dir_gets_the_name_the_page_reads(tmp_path):
+    """continue_from_checkpoint=false renames a run of a non-empty job dir when it is validated: the page
+    reads the directories of a fresh validation and pins that name on the run's command."""
+    overrides = (f"checkpoint_root_dir={tmp_path}", "continue_from_checkpoint=false")
+    evaluation = evaluate(overrides)  # the page's, cached before the job dir was used
+    (tmp_path / "trinity" / "arithmetic" / "sft_warmup").mkdir(parents=True)
+    dirs = run_dirs(evaluation)
+    (pinned,) = dirs.pinned
+    name = pinned.removeprefix("name=")
+    assert name.startswith("arithmetic_") and dirs.job_dir == str(tmp_path / "trinity" / name)
+    the_run = validate(compose([*overrides, pinned])).configs  # what the run's own validation gives
+    assert dirs.stage_dirs == tuple(c.checkpoint_job_dir for c in the_run) and len(the_run) == 2
 
 
 def test_a_ray_job_address_without_the_job_sdk_says_what_to_install(tmp_path):
     if importlib.util.find_spec("aiohttp") is not None:
         pytest.skip("ray[default] is installed here, so the job SDK is available")
-    at = make_valid(open_page(), tmp_path)
+    at = make_valid(schema_page(), tmp_path)
     generate(at)
     set_values(at, save_dir=str(tmp_path / "saved"), ray_job_address="http://127.0.0.1:8265")
     widget(at, "run").click()

@@ -27,3 +27,21 @@ def test_without_streamlit_the_command_names_the_package_to_install(tmp_path):
     assert result.returncode == 1
     assert "pip install 'trinity[studio]'" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_help_says_what_the_page_opens_on(tmp_path):
+    help_run = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys; sys.argv = ['trinity', 'studio', '--help']; from trinity.cli import main; main()",
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert help_run.returncode == 0, help_run.stderr
+    text = " ".join(help_run.stdout.split())
+    assert "It opens on the default experiment, the config `python -m trinity` runs" in text
+    assert '"Start from" offers the schema defaults, every preset' in text

@@ -1,16 +1,18 @@
 """Trinity Studio: a Streamlit page that writes configs the CLI runs (`trinity studio` serves it).
 
-The seed's name for the page. Each rerun: keep the page's values (`maintain_session_state`), validate
+The seed's name for the page. A new session opens on the default experiment (the config
+`python -m trinity` runs). Each rerun: keep the page's values (`maintain_session_state`), validate
 them exactly as `python -m trinity` would, render the selected mode's fields with the problems
-validation found on them, then offer the config (`generate_config`) and a run of it (`run_config`).
-Every step is a module of `trinity.studio`; this class only puts them in order. Streamlit runs this
-file as a script: the last line builds the page.
+validation found on them, then offer the config (`generate_config`) and a run of it (`run_config`,
+ending with the finished run's summary and learning curve). Every step is a module of
+`trinity.studio`; this class only puts them in order. Streamlit runs this file as a script: the last
+line builds the page.
 """
 
 from typing import List, Optional
 
 from trinity.manager.config_registry import CONFIG_GENERATORS
-from trinity.studio import frame, generate_section, layout, run_section, session, sidebar
+from trinity.studio import frame, generate_section, layout, results, run_section, session, sidebar
 
 
 class ConfigManager:
@@ -21,6 +23,7 @@ class ConfigManager:
         self.registry = CONFIG_GENERATORS
         if frame.first_run():
             self.reset_session_state()
+            sidebar.open_default(self.registry)  # a new page shows the default experiment, ready to run
         self.maintain_session_state()
         frame.evaluate(self.registry)
         frame.title()
@@ -54,7 +57,7 @@ class ConfigManager:
         generate_section.render(self.registry)
 
     def run_config(self) -> None:
-        run_section.render()
+        run_section.render(results=results.render)
 
 
 if __name__ == "__main__":

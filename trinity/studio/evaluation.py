@@ -22,13 +22,15 @@ COMPOSE_LOCK = threading.RLock()
 
 @dataclass(frozen=True)
 class Evaluation:
-    """What validation says about one override list. `config` is the validated config, or, when there are
-    problems, what validation still derived (None only when composition itself failed)."""
+    """What validation says about one override list. `config` is the validated config (the first stage's
+    of a staged one), or, when there are problems, what validation still derived (None only when
+    composition itself failed); `configs` holds every stage's."""
 
     overrides: Tuple[str, ...]
     problems: Tuple[Problem, ...]
     notes: Tuple[Note, ...]
     config: Optional[Config]
+    configs: Tuple[Config, ...] = ()
 
     @property
     def valid(self) -> bool:
@@ -52,10 +54,10 @@ def evaluate(overrides: Tuple[str, ...]) -> Evaluation:
     try:
         validated = validate(cfg)
     except ConfigError as err:
-        partial = err.partial.configs[0] if err.partial is not None and err.partial.configs else None
+        configs = tuple(err.partial.configs) if err.partial is not None else ()
         notes = tuple(err.partial.notes) if err.partial is not None else ()
-        return Evaluation(overrides, tuple(err.problems), notes, partial)
-    return Evaluation(overrides, (), tuple(validated.notes), validated.configs[0])
+        return Evaluation(overrides, tuple(err.problems), notes, configs[0] if configs else None, configs)
+    return Evaluation(overrides, (), tuple(validated.notes), validated.configs[0], tuple(validated.configs))
 
 
 def composition_problem(exc: Exception) -> Problem:

@@ -43,6 +43,20 @@ def title() -> None:
         "Writes configs that `python -m trinity` runs. Every default, range and help text comes from the "
         "config schemas, and every check is the CLI's own validation."
     )
+    _stages_note()
+
+
+def _stages_note() -> None:
+    """A staged config (the default experiment: an SFT warm-up, then GRPO) says so, since the fields
+    show the values every stage starts from, not each stage's own."""
+    configs = page.current().evaluation.configs
+    if len(configs) > 1:
+        order = ", then ".join(f"{config.name.rsplit('/', 1)[-1]} (mode {config.mode.value})" for config in configs)
+        st.info(
+            f"Runs {len(configs)} stages: {order}, each from the previous one's weights. The fields hold what "
+            "every stage starts from and each stage's own keys (`stages`) override them; derived values are "
+            "the first stage's. `stages=[]` under Expert Mode, Other keys, runs the fields alone."
+        )
 
 
 def expert_selected() -> bool:

@@ -1,4 +1,5 @@
-"""`trinity studio [--port 8501] [--host 127.0.0.1]`: serve the Studio page with Streamlit.
+"""`trinity studio [--port 8501] [--host 127.0.0.1]`: serve the Studio page with Streamlit (`--help` says
+what the page opens on).
 
 It binds to localhost unless told otherwise: the page can start runs on this machine.
 """
@@ -9,11 +10,17 @@ from pathlib import Path
 from typing import List, Optional
 
 APP = Path(__file__).resolve().parent.parent / "manager" / "config_manager.py"
+DESCRIPTION = (
+    "Serve Trinity Studio, the config page. It opens on the default experiment, the config "
+    '`python -m trinity` runs (conf/config.yaml); its sidebar\'s "Start from" offers the schema defaults, '
+    "every preset of conf/experiment/ and each preset's stages for another algorithm type. A run started "
+    "from the page ends with its summary table and learning curve."
+)
 MISSING_STREAMLIT = "trinity studio needs Streamlit, which is not installed: pip install 'trinity[studio]'"
 
 
 def parse_args(argv: List[str]) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="trinity studio", description="Serve Trinity Studio, the config page.")
+    parser = argparse.ArgumentParser(prog="trinity studio", description=DESCRIPTION)
     parser.add_argument("--port", type=int, default=8501, help="port to serve on (default 8501)")
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1, this machine only)")
     return parser.parse_args(argv)

@@ -7,7 +7,7 @@ import dataclasses
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Sequence, Tuple
 
 import yaml
 from hydra import compose as hydra_compose
@@ -73,10 +73,10 @@ def load_text(text: str, name: str = "loaded") -> Loaded:
     return _loaded(cfg, warnings)
 
 
-def load_preset(name: Optional[str]) -> Loaded:
-    """The default experiment (name None) or a shipped preset of conf/experiment."""
-    overrides = [f"experiment={name}"] if name else []
-    return _loaded(_compose(str(CONF_DIR), "config", overrides), [])
+def load_preset(overrides: Sequence[str] = ()) -> Loaded:
+    """A shipped config as `python -m trinity OVERRIDES` composes it: no overrides for the default
+    experiment, `experiment=NAME` for a preset, plus `algorithm=TYPE` for a preset's stage variant."""
+    return _loaded(_compose(str(CONF_DIR), "config", list(overrides)), [])
 
 
 def _compose(config_dir: str, config_name: str, overrides: List[str]) -> DictConfig:

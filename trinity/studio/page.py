@@ -16,8 +16,9 @@ from trinity.studio.values import comparable, is_mapping, plain, to_config
 
 PAGE_KEY = "_page"
 EXTRA_KEY = "extra_overrides"
-# The page edits one stage: it starts without the default experiment's stages (its SFT warm-up then
-# GRPO), so the fields show the GRPO setup; a loaded file's stages come back as an "Other keys" line.
+# Started over from the schema defaults, the page edits one stage: without the default experiment's
+# stages (its SFT warm-up, then GRPO). A loaded file keeps its stages; those that differ from the
+# stages its group options compose come back as an "Other keys" line.
 SINGLE_STAGE = "stages=[]"
 
 

@@ -1,10 +1,12 @@
 """The "Run" section: save the generated config and run it (here as a subprocess, or as a Ray job on a
-cluster), then follow the run: its state, the latest metrics and the tail of its log, until it ends."""
+cluster), then follow the run: its state, the latest metrics and the tail of its log, until it ends.
+What the finished run's stages left (summary and learning curve) is shown by the `results` function the
+page hands in (`trinity.studio.results`, a floor above this module), right under the run's outcome."""
 
 import os
 import time
 from pathlib import Path
-from typing import Optional
+from typing import Any, Callable, Optional
 
 import streamlit as st
 
@@ -12,6 +14,7 @@ from trinity.atomic_file import atomic_write_text
 from trinity.studio import output, page, runs
 from trinity.studio.generate_section import stem
 from trinity.studio.metrics import latest_scalars
+from trinity.studio.run_dirs import run_dirs
 from trinity.studio.session import GENERATED_KEY
 from trinity.studio.widgets import render_message
 
@@ -19,7 +22,7 @@ RUN_KEY, MESSAGE_KEY, WAS_RUNNING_KEY = "_run", "_run_message", "_run_was_runnin
 DEFAULTS = {"save_dir": "", "ray_job_address": "", "run_dry": False}  # the section's own session keys
 
 
-def render() -> None:
+def render(results: Callable[[Any], None] = lambda run: None) -> None:
     current = page.current()
     st.header("Run")
     run = st.session_state.get(RUN_KEY)
@@ -39,7 +42,7 @@ def render() -> None:
     render_message(MESSAGE_KEY)
     if run is not None:
         st.session_state[WAS_RUNNING_KEY] = running
-        st.fragment(run_every=2.0 if running else None)(_run_status)()
+        st.fragment(run_every=2.0 if running else None)(_run_status)(results)
 
 
 def _default_dir() -> str:
@@ -77,17 +80,23 @@ def _start_run() -> None:
     path = _saved()
     if path is None:
         return
-    extra = ["dry_run=true"] if st.session_state["run_dry"] else []
-    job_dir = page.current().evaluation.config.checkpoint_job_dir
+    dirs, dry = run_dirs(page.current().evaluation), st.session_state["run_dry"]
+    extra = [*dirs.pinned, *(["dry_run=true"] if dry else [])]
+    stage_dirs = () if dry else dirs.stage_dirs  # a dry run leaves no results (older ones are not its)
     address = st.session_state["ray_job_address"].strip()
     try:
         if address:
             run = runs.RayJobRun.start(
-                address, str(path.parent), path.stem, [*extra, "cluster.ray_address=auto"], job_dir
+                address,
+                str(path.parent),
+                path.stem,
+                [*extra, "cluster.ray_address=auto"],
+                dirs.job_dir,
+                stage_dirs,
             )
         else:
             command = runs.trinity_command(str(path.parent), path.stem, extra)
-            run = runs.LocalRun.start(command, path.with_suffix(".log"), os.getcwd(), job_dir)
+            run = runs.LocalRun.start(command, path.with_suffix(".log"), os.getcwd(), dirs.job_dir, stage_dirs)
     except runs.RayJobsUnavailable as exc:
         st.session_state[MESSAGE_KEY] = ("error", str(exc))
         return
@@ -105,7 +114,7 @@ def _stop_run() -> None:
         st.session_state[MESSAGE_KEY] = ("ok", f"Stopped {run.where} ({status.state}).")
 
 
-def _run_status() -> None:
+def _run_status(results: Callable[[Any], None]) -> None:
     run = st.session_state[RUN_KEY]
     status = run.status()
     if status.finished and st.session_state.get(WAS_RUNNING_KEY):
@@ -121,6 +130,8 @@ def _run_status() -> None:
         st.warning(f"Stopped ({run.where}, exit code {status.returncode})")
     else:
         st.error(f"Failed: exit code {status.returncode} ({run.where})")
+    if status.finished:
+        results(run)
     scalars = latest_scalars(run.job_dir) if run.job_dir else {}
     if scalars:
         st.table([{"metric": tag, "step": step, "value": value} for tag, (step, value) in scalars.items()])

@@ -9,7 +9,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import List, Optional
+from typing import List, Optional, Sequence, Tuple
 
 LOG_TAIL_LINES = 60
 STOP_TIMEOUT_S = 15.0
@@ -36,7 +36,9 @@ def trinity_command(config_dir: str, config_name: str, extra: List[str]) -> List
 
 @dataclass
 class LocalRun:
-    """A `python -m trinity` subprocess in its own process group (so stopping it also stops its children)."""
+    """A `python -m trinity` subprocess in its own process group (so stopping it also stops its children).
+    `job_dir` holds every event file of the run; `stage_dirs` are the job dirs its stages write, in order
+    (each gets its summary.json and learning curve as it ends)."""
 
     command: List[str]
     log_path: Path
@@ -44,9 +46,12 @@ class LocalRun:
     process: subprocess.Popen
     started: float = field(default_factory=time.time)
     stopped: bool = False
+    stage_dirs: Tuple[str, ...] = ()
 
     @classmethod
-    def start(cls, command: List[str], log_path: Path, cwd: str, job_dir: Optional[str]) -> "LocalRun":
+    def start(
+        cls, command: List[str], log_path: Path, cwd: str, job_dir: Optional[str], stage_dirs: Sequence[str] = ()
+    ) -> "LocalRun":
         log_path.parent.mkdir(parents=True, exist_ok=True)
         with open(log_path, "ab") as log:
             log.write(f"$ {' '.join(command)}\n".encode())
@@ -60,7 +65,7 @@ class LocalRun:
                 env={**os.environ, "PYTHONUNBUFFERED": "1"},
                 start_new_session=True,
             )
-        return cls(command, log_path, job_dir, process)
+        return cls(command, log_path, job_dir, process, stage_dirs=tuple(stage_dirs))
 
     @property
     def where(self) -> str:
@@ -110,13 +115,22 @@ class RayJobRun:
     client: object
     started: float = field(default_factory=time.time)
     stopped: bool = False
+    stage_dirs: Tuple[str, ...] = ()  # as LocalRun's: readable here when the cluster shares the checkpoint root
 
     @classmethod
-    def start(cls, address: str, config_dir: str, config_name: str, extra: List[str], job_dir: Optional[str]):
+    def start(
+        cls,
+        address: str,
+        config_dir: str,
+        config_name: str,
+        extra: List[str],
+        job_dir: Optional[str],
+        stage_dirs: Sequence[str] = (),
+    ):
         client = job_client(address)
         entrypoint = shlex.join(["python", "-m", "trinity", "--config-dir", ".", "--config-name", config_name, *extra])
         job_id = client.submit_job(entrypoint=entrypoint, runtime_env={"working_dir": config_dir})
-        return cls(address, job_id, job_dir, client)
+        return cls(address, job_id, job_dir, client, stage_dirs=tuple(stage_dirs))
 
     @property
     def where(self) -> str:

@@ -75,3 +75,9 @@ def option_schema(group: str, option: str) -> str:
 def all_options(group: str) -> list:
     """The options of a group, read from the config tree."""
     return group_options()[group]
+
+
+def stage_variants(experiment: str) -> list:
+    """The algorithm types that have their own stages in an experiment (conf/experiment/stages/<name>/):
+    `experiment=NAME algorithm=TYPE` runs those stages instead of the preset's own list."""
+    return sorted(p.stem for p in (CONF_DIR / "experiment" / "stages" / experiment).glob("*.yaml"))

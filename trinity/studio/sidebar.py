@@ -1,18 +1,42 @@
 """The sidebar: load a YAML file (a path on this machine or an upload), or start over from the schema
-defaults, the default experiment or a shipped preset. What loading did is reported under the buttons."""
+defaults, the default experiment, a shipped preset or a preset's stages for another algorithm type.
+What loading did is reported under the buttons. A new session opens on the default experiment: the
+config `python -m trinity` runs, valid and runnable as it is."""
 
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Dict, Optional, Tuple
 
 import streamlit as st
 
 from trinity.studio import loading, page, session
-from trinity.studio.selection import all_options
+from trinity.studio.selection import all_options, stage_variants
 from trinity.studio.widgets import render_message
 
 SCHEMA_DEFAULTS, DEFAULT_EXPERIMENT = "(schema defaults)", "(default experiment: conf/config.yaml)"
 MESSAGE_KEY = "_load_message"
-DEFAULTS = {"load_path": "", "start_from": SCHEMA_DEFAULTS}  # the sidebar's own session keys
+START_HINT = (
+    "The schema defaults, the default experiment, each preset of conf/experiment/, and each preset's "
+    "stages for another algorithm type (conf/experiment/stages/<preset>/<type>.yaml)."
+)
+OPENED = "Opened on the default experiment: the config `python -m trinity` runs (conf/config.yaml)."
+DEFAULTS = {"load_path": "", "start_from": DEFAULT_EXPERIMENT}  # the sidebar's own session keys
+
+
+def start_points() -> Dict[str, Optional[Tuple[str, ...]]]:
+    """ "Start from" label -> the overrides that compose it (None: the schema defaults, no experiment)."""
+    points: Dict[str, Optional[Tuple[str, ...]]] = {SCHEMA_DEFAULTS: None, DEFAULT_EXPERIMENT: ()}
+    for name in all_options("experiment"):
+        points[name] = (f"experiment={name}",)
+        for algorithm in stage_variants(name):
+            points[f"{name}, algorithm={algorithm}"] = (f"experiment={name}", f"algorithm={algorithm}")
+    return points
+
+
+def open_default(registry) -> None:
+    """A new session's page: the default experiment (what `python -m trinity` runs), saying so."""
+    _load(registry, loading.load_preset, DEFAULT_EXPERIMENT)
+    if st.session_state[MESSAGE_KEY][0] == "ok":
+        st.session_state[MESSAGE_KEY] = ("ok", OPENED)
 
 
 def render(registry) -> None:
@@ -23,8 +47,7 @@ def render(registry) -> None:
         st.file_uploader("Or upload a YAML file", type=["yaml", "yml"], key="upload")
         st.button("Load upload", key="load_upload", on_click=_load_upload, args=(registry,))
         st.divider()
-        presets = [SCHEMA_DEFAULTS, DEFAULT_EXPERIMENT, *all_options("experiment")]
-        st.selectbox("Start from", presets, key="start_from")
+        st.selectbox("Start from", list(start_points()), key="start_from", help=START_HINT)
         st.button("Start over", key="start_over", on_click=_start_from, args=(registry,))
         render_message(MESSAGE_KEY)
 
@@ -50,12 +73,12 @@ def _load_upload(registry) -> None:
 
 def _start_from(registry) -> None:
     choice = st.session_state["start_from"]
-    if choice == SCHEMA_DEFAULTS:
+    overrides = start_points().get(choice)
+    if overrides is None:
         session.reset(registry, {page.EXTRA_KEY: page.SINGLE_STAGE, session.GENERATED_KEY: False})
         st.session_state[MESSAGE_KEY] = ("ok", "Every field is back at its schema default.")
         return
-    name = None if choice == DEFAULT_EXPERIMENT else choice
-    _load(registry, lambda: loading.load_preset(name), choice)
+    _load(registry, lambda: loading.load_preset(overrides), choice)
 
 
 def _load(registry, compose_file: Callable[[], loading.Loaded], label: str) -> None:
