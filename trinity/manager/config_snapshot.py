@@ -12,6 +12,8 @@ import json
 from pathlib import PurePath
 from typing import Any, Dict, List, Tuple
 
+SPREAD = "how the same devices spread over nodes, not what they compute"
+
 # dotted key (fnmatch pattern) -> why a resumed run may change it
 RESUMABLE_KEYS: Dict[str, str] = {
     "buffer.total_steps": "training longer or shorter than first planned continues the same run",
@@ -33,6 +35,11 @@ RESUMABLE_KEYS: Dict[str, str] = {
     "checkpoint_root_dir": "the job directory may be moved; its content is what resumes",
     "checkpoint_job_dir": "the job directory may be moved; its content is what resumes",
     "cluster.ray_address": "which Ray cluster runs the job does not change what it computes",
+    # a rerun after a lost node may spread the same engines and trainer ranks over fewer nodes; their
+    # counts (cluster.rollout_gpu_num, auxiliary_model_gpu_num, trainer_gpu_num) must not change
+    **{f"cluster.{key}": SPREAD for key in ("node_num", "gpu_per_node", "cpu_devices_per_node", "devices_per_node")},
+    **{f"cluster.{key}": SPREAD for key in ("total_gpu_num", "trainer_node_num", "trainer_gpu_num_per_node")},
+    "cluster.cpu_threads_per_device": "torch threads of a CPU device process: how fast, not what it computes",
 }
 
 ABSENT = "<absent>"

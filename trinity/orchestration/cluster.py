@@ -19,7 +19,8 @@ logger = logging.getLogger(__name__)
 
 
 def connect(config: Config) -> None:
-    """ray.init once per process: a private local cluster sized by the config, or join cluster.ray_address."""
+    """ray.init once per process: a private local cluster sized by the config, or join the cluster
+    `join_address` names."""
     if ray.is_initialized():
         return
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")  # workers inherit the mode of the cluster they join
@@ -27,7 +28,8 @@ def connect(config: Config) -> None:
     # interleave with generation); Ray's once-per-actor warning about them is noise in every run's log.
     env = {"env_vars": {"TOKENIZERS_PARALLELISM": "false", "RAY_WARN_BLOCKING_GET_INSIDE_ASYNC": "0"}}
     cluster = config.cluster
-    if cluster.ray_address == "local":
+    address = join_address(cluster.ray_address)
+    if address is None:
         cuda = cluster.device_type == "cuda"
         ray.init(
             address="local",
@@ -38,7 +40,32 @@ def connect(config: Config) -> None:
             runtime_env=env,
         )
     else:
-        ray.init(address=cluster.ray_address, runtime_env=env)
+        ray.init(address=address, runtime_env=env)
+
+
+def join_address(ray_address: str) -> Optional[str]:
+    """The cluster `cluster.ray_address` asks to join, or None for a private local cluster.
+
+    Left empty, it follows Ray's own convention: RAY_ADDRESS, when set, names the cluster to join. Ray
+    sets it for the entrypoint of a `ray job submit`, so a job submitted to a cluster runs on that
+    cluster instead of starting a private one beside it. An http(s) RAY_ADDRESS is a job server's
+    address (what the `ray job` CLI reads), not a cluster a driver can join."""
+    if ray_address == "local":
+        return None
+    if ray_address:
+        return ray_address
+    environment = os.environ.get("RAY_ADDRESS", "").strip()
+    if environment.startswith(("http://", "https://")):
+        logger.info("RAY_ADDRESS=%s is a job server, not a cluster to join: starting a private cluster", environment)
+        return None
+    if environment:
+        logger.info(
+            "joining the Ray cluster at RAY_ADDRESS=%s (set for `ray job submit` entrypoints; "
+            "cluster.ray_address=local starts a private cluster instead)",
+            environment,
+        )
+        return environment
+    return None
 
 
 def engine_bundle(config: Config, tensor_parallel_size: int) -> dict:
