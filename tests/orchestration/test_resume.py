@@ -44,7 +44,7 @@ def _assert_exact(job: Path) -> None:
     assert consumed == list(range(1, STEPS + 1)), f"train steps consumed explore steps {consumed}"
     trainer, explorer = _meta(job, "trainer"), _meta(job, "explorer")
     assert trainer["latest_iteration"] == STEPS and explorer["latest_iteration"] == STEPS
-    assert explorer["taskset_states"] == [{"current_index": STEPS * 4}]
+    assert explorer["taskset_states"] == [{"current_index": STEPS * 4, "experiences_written": STEPS * 16}]
     assert (job / "latest_checkpointed_iteration.txt").read_text().strip() == str(STEPS)
 
 

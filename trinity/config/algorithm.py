@@ -5,7 +5,7 @@ each type picks its defaults and declares its traits as class constants (critic,
 advantages are computed, which data schema the trainer reads).
 """
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, ClassVar, Dict, List, Optional
 
 from trinity.config.choices import Choice
@@ -29,6 +29,7 @@ class AlgorithmType(Choice):
     sppo = "sppo"
     raft = "raft"
     sapo = "sapo"
+    dapo = "dapo"
     on_policy_distill = "on_policy_distill"
 
 
@@ -240,6 +241,22 @@ class SAPOConfig(AlgorithmConfig):
     policy_loss_fn: str = "sapo"
 
 
+def _clip_higher() -> Dict[str, Any]:
+    """DAPO's PPO arguments: a wider upper clip (0.28) than lower (0.2), losses averaged over all batch tokens."""
+    return {"clip_range_low": 0.2, "clip_range_high": 0.28, "loss_agg_mode": "token-mean"}
+
+
+@dataclass
+class DAPOConfig(AlgorithmConfig):
+    """DAPO: dynamic sampling (flat groups dropped, step topped up), clip-higher, token-mean, overlong shaping."""
+
+    algorithm_type: AlgorithmType = AlgorithmType.dapo
+    advantage_fn: Optional[str] = "dapo"
+    kl_loss_fn: str = "none"
+    entropy_loss_fn: str = "none"
+    policy_loss_fn_args: Dict[str, Any] = field(default_factory=_clip_higher)
+
+
 @dataclass
 class OnPolicyDistillConfig(AlgorithmConfig):
     """On-policy distillation: teacher-minus-student logprobs as advantages (teacher: explorer.auxiliary_models[0])."""
@@ -271,6 +288,7 @@ ALGORITHM_SCHEMAS = {
         SPPOConfig,
         RAFTConfig,
         SAPOConfig,
+        DAPOConfig,
         OnPolicyDistillConfig,
     )
 }

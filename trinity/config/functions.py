@@ -6,13 +6,12 @@ with `FunctionRegistry.implements(name)`. A dotted path (`my_pkg.losses.MyLoss`)
 plug-in: an object with an `Args` dataclass (its arguments) and optionally a `formula` string.
 """
 
-import dataclasses
-import importlib
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, Optional
+from typing import Any, Optional
 
 from trinity.config.choices import Choice
 from trinity.config.fields import setting
+from trinity.config.function_registry import FunctionRegistry, FunctionSpec
 
 
 class LossAggMode(Choice):
@@ -32,70 +31,6 @@ class OPMDBaseline(Choice):
 class StdCalLevel(Choice):
     group = "group"
     batch = "batch"
-
-
-@dataclass(frozen=True)
-class FunctionSpec:
-    """A selectable function: its name, its arguments' dataclass, and its formula in one line."""
-
-    name: str
-    args: type
-    formula: str
-    grouped: bool = False  # advantage computed within a group of responses to one task: needs repeat_times >= 2
-
-
-class FunctionRegistry:
-    """Name -> FunctionSpec for one config key (e.g. `policy_loss_fn`), plus the bound implementations."""
-
-    def __init__(self, key: str, implementation_module: str, specs: list):
-        self.key = key
-        self.implementation_module = implementation_module
-        self._specs: Dict[str, FunctionSpec] = {spec.name: spec for spec in specs}
-        self._impls: Dict[str, Any] = {}
-
-    def names(self) -> list:
-        return list(self._specs)
-
-    def specs(self) -> list:
-        return list(self._specs.values())
-
-    def resolve(self, name: str) -> FunctionSpec:
-        """The spec of a built-in name or of a dotted-path plug-in; ValueError names what is wrong."""
-        if name in self._specs:
-            return self._specs[name]
-        if "." not in name:
-            raise ValueError(f"is not a built-in {self.key} (and not a dotted path to a plug-in)")
-        plugin = _import_dotted(name)
-        args = getattr(plugin, "Args", None)
-        if not (isinstance(args, type) and dataclasses.is_dataclass(args)):
-            raise ValueError(f"plug-in {name} has no `Args` dataclass describing its arguments")
-        return FunctionSpec(name, args, getattr(plugin, "formula", "(user plug-in)"), getattr(plugin, "grouped", False))
-
-    def implements(self, name: str) -> Callable[[Any], Any]:
-        """Decorator binding the implementation of built-in `name`."""
-
-        def bind(impl: Any) -> Any:
-            if name not in self._specs:
-                raise KeyError(f"{self.key} '{name}' has no spec in trinity.config.functions")
-            self._impls[name] = impl
-            return impl
-
-        return bind
-
-    def implementation(self, name: str) -> Any:
-        """The implementation of a built-in (importing its module) or the plug-in object itself."""
-        if name not in self._specs:
-            return _import_dotted(name)
-        importlib.import_module(self.implementation_module)
-        return self._impls[name]
-
-
-def _import_dotted(path: str) -> Any:
-    module_name, _, attr = path.rpartition(".")
-    try:
-        return getattr(importlib.import_module(module_name), attr)
-    except (ImportError, AttributeError) as exc:
-        raise ValueError(f"cannot import plug-in {path}: {exc}") from exc
 
 
 def _agg(default: LossAggMode = LossAggMode.token_mean) -> Any:
@@ -124,6 +59,27 @@ class StepWiseGRPOArgs:
     epsilon: float = setting(1e-6, help="Added to the std before dividing.", ge=0)
     enable_step_norm: bool = setting(False, help="Divide each run's score by its number of steps.")
     std_threshold: Optional[float] = setting(None, help="Drop groups whose reward std is at most this.", ge=0)
+
+
+@dataclass
+class DAPOAdvantageArgs:
+    epsilon: float = setting(1e-6, help="Added to the std before dividing.", ge=0)
+    std_threshold: Optional[float] = setting(
+        0.0,
+        help="Dynamic sampling: drop groups whose shaped reward std is at most this (0.0: no variance); the "
+        "explorer tops the step up with more tasks. Empty keeps every group.",
+        ge=0,
+    )
+    overlong_buffer_len: Optional[int] = setting(
+        None,
+        help="L_cache: the last tokens before max_response_length over which the penalty grows from 0 to -1; 0 turns "
+        "overlong shaping off; empty means max_response_length // 5 (DAPO: 4096 of 20480).",
+        ge=0,
+    )
+    overlong_penalty_factor: float = setting(1.0, help="Scale of the overlong penalty added to the reward.", ge=0)
+    max_response_length: Optional[int] = setting(
+        None, help="L_max; empty means the train taskset's rollout_args.max_tokens (filled by validation).", ge=1
+    )
 
 
 @dataclass
@@ -171,6 +127,13 @@ ADVANTAGE_FN = FunctionRegistry(
             "step_wise_grpo",
             StepWiseGRPOArgs,
             "GRPO over each run's last-step reward, broadcast to all its steps",
+            grouped=True,
+        ),
+        FunctionSpec(
+            "dapo",
+            DAPOAdvantageArgs,
+            "r' = r + f*R_len(|y|) (R_len: 0 up to L_max - L_cache, then linear to -1 at L_max, -1 beyond); "
+            "GRPO on r'; groups with std(r') <= std_threshold dropped",
             grouped=True,
         ),
         FunctionSpec(

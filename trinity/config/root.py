@@ -58,7 +58,12 @@ class DeviceType(Choice):
 class ClusterConfig:
     """The Ray cluster and how its devices split between explorer and trainer."""
 
-    ray_address: str = setting("local", help="'local' starts a private cluster; 'auto' or host:port joins one.")
+    ray_address: str = setting(
+        "",
+        help="Empty (the default): join the cluster in RAY_ADDRESS when it is set (Ray sets it for a `ray job "
+        "submit` entrypoint), else start a private local cluster; 'local' always starts a private one; 'auto' or "
+        "host:port joins a running cluster (docs/cluster.md).",
+    )
     node_num: int = setting(1, help="Nodes the job uses.", ge=1)
     gpu_per_node: int = setting(
         0, help="GPUs per node; 0 detects local GPUs and runs on CPU when there are none.", ge=0

@@ -190,9 +190,13 @@ class TrainerConfig:
         ImplBackend.triton, help="Backend of the fused kernels.", unapplied="there are no fused kernels to run"
     )
     resume_mode: ResumeMode = setting(
-        ResumeMode.auto, help="auto: latest checkpoint; disable: start fresh; resume_path: resume_from_path."
+        ResumeMode.auto,
+        help="auto: latest checkpoint; disable: start fresh (a non-empty job directory gets a timestamped "
+        "name, as with continue_from_checkpoint=false); resume_path: resume at the step of resume_from_path.",
     )
-    resume_from_path: str = setting("", help="Checkpoint directory (.../global_step_N) for resume_mode=resume_path.")
+    resume_from_path: str = setting(
+        "", help="Checkpoint directory (.../global_step_N, any job's) for resume_mode=resume_path."
+    )
     critic_warmup: int = setting(0, help="Steps that train only the critic before the actor starts.", ge=0)
     default_hdfs_dir: Optional[str] = setting(
         None,

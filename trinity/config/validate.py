@@ -120,13 +120,22 @@ def _raw(node: DictConfig, key: Any) -> Any:
 
 
 def _rename_fresh_run(cfg: DictConfig, report: Report) -> None:
-    """continue_from_checkpoint=false never reuses a non-empty job directory: it gets a timestamp."""
-    if cfg.continue_from_checkpoint or not cfg.checkpoint_root_dir:
+    """A fresh run never reuses a non-empty job directory: it gets a timestamp. Fresh means
+    continue_from_checkpoint=false, or trainer.resume_mode=disable in a mode that trains (its explorer
+    would otherwise continue from the directory's progress files while the trainer starts over)."""
+    if cfg.continue_from_checkpoint:
+        trains = cfg.mode is None or cfg.mode in ("both", "train")
+        if not (trains and cfg.trainer.resume_mode == "disable"):
+            return
+        reason = "trainer.resume_mode=disable and the job directory is not empty"
+    else:
+        reason = "continue_from_checkpoint=false and the job directory is not empty"
+    if not cfg.checkpoint_root_dir:
         return
     job_dir = job_dir_of(cfg.checkpoint_root_dir, cfg.project, cfg.group, cfg.name)
     if job_dir.is_dir() and any(job_dir.iterdir()):
         new_name = f"{cfg.name}_{time.strftime('%Y%m%d%H%M%S')}"
-        report.note("name", cfg.name, new_name, "continue_from_checkpoint=false and the job directory is not empty")
+        report.note("name", cfg.name, new_name, reason)
         cfg.name = new_name
 
 

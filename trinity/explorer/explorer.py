@@ -1,10 +1,12 @@
 """The explorer actor: task batches -> workflows on the engines -> experiences in the buffer, with weight syncs.
 
 One explore step reads `buffer.batch_size` tasks, runs them (`repeat_times` responses each), computes
-explorer-side advantages when the algorithm does (GRPO-style group advantages), writes the
-experiences, logs the step, evaluates every `explorer.eval_interval` steps and syncs weights when
-its sync style says so (reference §2.6: after `sync_offset` steps, every `sync_interval`).
-Progress (step, taskset cursor, model version) goes to `<explorer name>_meta.json` after every step.
+explorer-side advantages when the algorithm does (GRPO-style group advantages, which may drop groups),
+reads more tasks while dropped rollouts leave the trainer's batch short (top-up reads, bounded by
+`explorer.max_extra_explore_steps`, see trinity.explorer.top_up), writes the step's experiences, logs
+the step, evaluates every `explorer.eval_interval` steps and syncs weights when its sync style says so
+(reference §2.6: after `sync_offset` steps, every `sync_interval`). Progress (step, taskset cursor and
+experiences written, model version) goes to `<explorer name>_meta.json` after every step.
 """
 
 import asyncio
@@ -25,14 +27,16 @@ from trinity.buffer.factory import make_writer
 from trinity.buffer.taskset import eval_taskset_readers, train_taskset_reader
 from trinity.config.buffer import StorageType
 from trinity.config.functions import ADVANTAGE_FN
+from trinity.config.quota import Quota
 from trinity.config.root import Config, Mode, SyncMethod, SyncStyle
 from trinity.config.topology import served_auxiliaries
 from trinity.explorer.engine_actor import create_engines
-from trinity.explorer.runner import TaskRunner
+from trinity.explorer.runner import TaskFailure, TaskRunner
+from trinity.explorer.top_up import StepTally, every_task_failed, still_short
 from trinity.job_layout import completed_steps
 from trinity.logs import apply_log_level
 from trinity.manager import RunningStatus, Synchronizer
-from trinity.manager.state_actor import state_actor
+from trinity.manager.state_actor import resume_checkpoint, state_actor
 from trinity.manager.weight_sync import nccl_handshake, pull_weights
 from trinity.monitor import Monitor
 
@@ -48,7 +52,8 @@ class Explorer:
         self.state = state_actor(config)
         meta = ray.get(self.state.load_explorer.remote())
         self.step = meta.get("latest_iteration", 0)
-        trainer_meta = ray.get(self.state.load_trainer.remote()) if config.mode == Mode.both else {}
+        resume = resume_checkpoint(config)  # the trainer's resume point, so that both continue from one step
+        trainer_meta = ray.get(self.state.load_trainer.remote(resume)) if config.mode == Mode.both else {}
         self.resumed = bool(trainer_meta.get("latest_iteration"))
         self.synchronizer = Synchronizer.get_actor(config)
         self.engines = create_engines(
@@ -56,14 +61,9 @@ class Explorer:
         )
         self.auxiliary_engines = self._auxiliary_engines(placement)
         self.runner = TaskRunner.from_config(config, self.engines, self.auxiliary_engines)
-        self.taskset = train_taskset_reader(config)
-        buffer = config.buffer.trainer_input.experience_buffer
-        if self.resumed and buffer.storage_type == StorageType.queue:
-            # the queue's experiences died with the last run: explore again from the trainer's checkpoint
-            self.step = trainer_meta["sample_strategy_state"].get("explore_step", trainer_meta["latest_iteration"])
-            self.taskset.load_state_dict({"current_index": self.step * config.buffer.batch_size})
-        elif meta.get("taskset_states"):
-            self.taskset.load_state_dict(meta["taskset_states"][0])
+        self.quota = Quota.of(config)
+        self.taskset = train_taskset_reader(config, reads_per_step=1 + config.explorer.max_extra_explore_steps)
+        self.written = self._resume_taskset(meta, trainer_meta)
         self.writer = make_writer(config.buffer.trainer_input.experience_buffer, config.ray_namespace)
         self.writer.acquire()
         algorithm = config.algorithm
@@ -73,6 +73,23 @@ class Explorer:
         self.monitor = Monitor(config, self.name)
         self.version = 0  # the engines start from the base model; prepare() pulls a newer one on resume
         self.last_metrics: Dict[str, float] = {}
+
+    def _resume_taskset(self, meta: dict, trainer_meta: dict) -> int:
+        """Put the taskset cursor where this run continues; returns the rows already in the trainer's stream."""
+        config, written = self.config, None
+        if self.resumed and config.buffer.trainer_input.experience_buffer.storage_type == StorageType.queue:
+            # the queue's experiences died with the last run: explore again from the trainer's checkpoint,
+            # whose stream restarts empty at the batches it has trained
+            state = trainer_meta["sample_strategy_state"]
+            self.step = state.get("explore_step", trainer_meta["latest_iteration"])
+            index = state.get("taskset_index")
+            self.taskset.load_state_dict({"current_index": self.step * config.buffer.batch_size if index is None
+                                          else index})  # fmt: skip
+            written = trainer_meta["latest_iteration"] * self.quota.per_train_step
+        elif meta.get("taskset_states"):
+            self.taskset.load_state_dict(meta["taskset_states"][0])
+            written = meta["taskset_states"][0].get("experiences_written")
+        return self.quota.start(self.step, written)
 
     def _auxiliary_engines(self, placement) -> List[List[Any]]:
         """Engine actors of each served auxiliary model (judges and the like), in their placement
@@ -129,35 +146,75 @@ class Explorer:
         return self.name
 
     async def explore_step(self) -> bool:
-        """One step; False when there are no tasks left."""
+        """One step, topped up until the trainer's batch is full; False when there are no tasks left."""
+        if self.config.buffer.total_steps is not None and self.step >= self.config.buffer.total_steps:
+            return False
+        before = self.taskset.state_dict()
         try:
             tasks = self.taskset.read()
         except BufferExhausted:
             return False
         started = time.perf_counter()
         self.step += 1
-        result = await asyncio.to_thread(self.runner.run, tasks, str(self.step))
+        try:
+            tally = await self._explore_until_due(tasks)
+        except BaseException:  # the step never happened: the saved progress stays before it, so a rerun explores it
+            self.step -= 1
+            self.taskset.load_state_dict(before)
+            raise
         rollout_s = time.perf_counter() - started
-        experiences, advantage_metrics = self._advantages(result.experiences)
+        index = self.taskset.state_dict()["current_index"]
+        for exp in tally.kept:  # a queue resume restarts the taskset right after the newest step trained
+            exp.info["taskset_index"] = index
         written = time.perf_counter()
-        if experiences:
-            await self.writer.write_async(experiences)
-        metrics = {f"rollout/{key}": value for key, value in result.metrics.items()}
-        metrics.update(advantage_metrics)
+        if tally.kept:
+            await self._write(tally.kept)
+        self.written += len(tally.kept)
+        metrics = tally.metrics()
         metrics.update({
             "rollout/model_version": float(self.version),
             "time/rollout": rollout_s,
             "time/write": time.perf_counter() - written,
         })  # fmt: skip
-        for failure in result.failures:
-            logger.warning("step %d: task %s failed after %d attempts: %s", self.step, failure.task_id,
-                           failure.attempts, failure.error)  # fmt: skip
         self.monitor.log(metrics, self.step)
         self.last_metrics.update(metrics)
         await self._save_state()
         return True
 
+    async def _explore_until_due(self, tasks: List[Any]) -> StepTally:
+        """Run `tasks`, then more tasks while the rows written leave the trainer's batch short (top_up)."""
+        tally, due = StepTally(), self.quota.due(self.step)
+        limit = self.config.explorer.max_extra_explore_steps
+        while True:
+            result = await asyncio.to_thread(self.runner.run, tasks, str(self.step))
+            self._log_failures(result.failures)
+            kept, advantage_metrics = self._advantages(result.experiences)
+            tally.add(result, len(tasks), kept, advantage_metrics)
+            if tally.nothing_but_failures():
+                raise every_task_failed(self.name, self.step, tally)
+            missing = due - self.written - len(tally.kept)
+            if missing <= 0:
+                return tally
+            if tally.reads > limit:
+                why = tally.causes(self.config.algorithm.advantage_fn_args.get("std_threshold"),
+                                   self.config.algorithm.repeat_times)  # fmt: skip
+                raise still_short(self.name, self.step, missing, tally, limit, why)
+            try:
+                tasks = self.taskset.read()
+            except BufferExhausted:
+                logger.warning("The taskset ran out while explore step %d was %d experiences short.", self.step,
+                               missing)  # fmt: skip
+                return tally
+            logger.info("Explore step %d is %d experiences short: reading %d more tasks.", self.step, missing,
+                        len(tasks))  # fmt: skip
+
+    def _log_failures(self, failures: List[TaskFailure]) -> None:
+        for failure in failures:
+            logger.warning("step %d: task %s failed after %d attempts: %s", self.step, failure.task_id,
+                           failure.attempts, failure.error)  # fmt: skip
+
     def _advantages(self, experiences: List[Experience]):
+        """(experiences kept, with their advantages; the advantage function's metrics)."""
         if self.advantage is None or not experiences:
             return experiences, {}
         batch = collate(experiences, pad_token_id=0)
@@ -170,7 +227,7 @@ class Explorer:
             exp.advantages = out["advantages"][row, : exp.response_length].clone()
             exp.returns = out["returns"][row, : exp.response_length].clone()
             kept.append(exp)
-        return kept, {f"advantage/{key}": value for key, value in out.get("metrics", {}).items()}
+        return kept, dict(out.get("metrics", {}))
 
     async def evaluate(self) -> Dict[str, float]:
         metrics: Dict[str, float] = {}
@@ -221,10 +278,7 @@ class Explorer:
                 and not await self.synchronizer.trainer_requires_sync.remote()
             ):
                 return self.version
-            version = await asyncio.to_thread(nccl_handshake, self.synchronizer, self.name)
-            if version is not None:
-                await asyncio.gather(*[engine.receive_weights.remote(version) for engine in self.engines])
-                self.version = version
+            await self._receive_broadcast()
         else:
             await self._pull(wait=sync.sync_style != SyncStyle.trainer_driven)
         self.monitor.log(
@@ -232,6 +286,25 @@ class Explorer:
         )
         await self._save_state()
         return self.version
+
+    async def _receive_broadcast(self) -> None:
+        """nccl: meet the trainer's broadcast and load it into every engine (None: the trainer has stopped)."""
+        version = await asyncio.to_thread(nccl_handshake, self.synchronizer, self.name)
+        if version is not None:
+            await asyncio.gather(*[engine.receive_weights.remote(version) for engine in self.engines])
+            self.version = version
+
+    async def _write(self, experiences: List[Experience]) -> None:
+        """Write a step's rows. A full queue blocks until the trainer reads a batch, and in trainer_driven nccl
+        style the trainer may be waiting in a broadcast for this explorer first: join it while blocked, or both
+        would wait until synchronizer.sync_timeout."""
+        sync = self.config.synchronizer
+        write = asyncio.ensure_future(self.writer.write_async(experiences))
+        if sync.sync_style == SyncStyle.trainer_driven and sync.sync_method == SyncMethod.nccl:
+            while not (await asyncio.wait({write}, timeout=1.0))[0]:
+                if await self.synchronizer.trainer_requires_sync.remote():
+                    await self._receive_broadcast()
+        await write
 
     async def _pull(self, wait: bool) -> None:
         if self.config.mode == Mode.explore:  # no trainer beside us: take the newest checkpoint on disk
@@ -253,7 +326,8 @@ class Explorer:
     # ---- end ----------------------------------------------------------------------------------
 
     async def _save_state(self) -> None:
-        await self.state.commit_explorer.remote(self.step, [self.taskset.state_dict()], self.version)
+        taskset = {**self.taskset.state_dict(), "experiences_written": self.written}
+        await self.state.commit_explorer.remote(self.step, [taskset], self.version)
 
     async def _finish(self) -> None:
         await self._save_state()

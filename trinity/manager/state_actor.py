@@ -14,12 +14,13 @@ multi-stage run is recorded with it by the stage runner, above any single job).
 
 import json
 import logging
+from pathlib import Path
 from typing import Any, Dict, List, Optional
 
 import ray
 
 from trinity.atomic_file import atomic_write_text
-from trinity.job_layout import actor_dir, flag_complete, latest_step, point_latest, step_dir
+from trinity.job_layout import STEP_DIR, actor_dir, flag_complete, latest_step, point_latest, step_dir
 from trinity.manager.errors import StateError
 from trinity.manager.state_manager import TRAINER_FIELDS, StateManager, field_problem
 
@@ -46,8 +47,11 @@ class StateManagerActor:
 
     # ---- trainer -----------------------------------------------------------------------------------
 
-    def load_trainer(self) -> dict:
-        """The trainer meta of the job, as of its latest complete checkpoint (cross-checked, see above)."""
+    def load_trainer(self, checkpoint: Optional[str] = None) -> dict:
+        """The trainer meta of the job, as of its latest complete checkpoint (cross-checked, see above); with
+        `checkpoint` (a global_step_N directory, see `resume_checkpoint`), the meta that checkpoint holds."""
+        if checkpoint is not None:
+            return self._meta_of(Path(checkpoint))
         step = latest_step(self.job_dir)
         meta = self.files.load_trainer()
         if step is None:
@@ -81,8 +85,22 @@ class StateManagerActor:
         self.files.save_trainer(step, sample_strategy_state, model_version=model_version)
         point_latest(self.job_dir, step)
 
-    def _checkpoint_meta(self, step: int) -> Optional[dict]:
-        path = step_dir(self.job_dir, step) / CHECKPOINT_META
+    def _meta_of(self, directory: Path) -> dict:
+        """The trainer meta of a checkpoint named by trainer.resume_from_path (this job's or another's); one
+        saved without a meta resumes at its step with a fresh buffer cursor."""
+        match = STEP_DIR.match(directory.name)
+        if match is None:
+            raise StateError(str(directory), "is not a global_step_N checkpoint directory")
+        step = int(match.group(1))
+        meta = self._checkpoint_meta(step, directory / CHECKPOINT_META)
+        if meta is None:
+            logger.warning("%s has no %s: resuming at step %d with a fresh buffer cursor.", directory, CHECKPOINT_META,
+                           step)  # fmt: skip
+            return {"latest_iteration": step, "sample_strategy_state": {}}
+        return meta
+
+    def _checkpoint_meta(self, step: int, path: Optional[Path] = None) -> Optional[dict]:
+        path = path or step_dir(self.job_dir, step) / CHECKPOINT_META
         if not path.exists():
             return None
         try:
@@ -113,6 +131,17 @@ def create_state_actor(config: Any, start_timeout_s: float = 120.0):
             f"the StateManager actor of job {config.ray_namespace!r} did not start in {start_timeout_s:g} s"
         ) from None
     return handle
+
+
+def resume_checkpoint(config: Any) -> Optional[str]:
+    """The checkpoint directory (global_step_N) the trainer resumes from when trainer.resume_mode=resume_path,
+    else None (the job's own latest). The trainer and explorer both ask the StateManager actor for its meta
+    with it, so they agree on the step they continue from."""
+    trainer = config.trainer
+    if str(trainer.resume_mode) != "resume_path":
+        return None
+    path = Path(trainer.resume_from_path).expanduser()
+    return str(path.parent if path.name == "actor" else path)
 
 
 def state_actor(config: Any):

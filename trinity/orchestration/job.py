@@ -1,7 +1,8 @@
 """Running one validated (stage) config in its mode, from any process: a launcher's job, a sweep task, a test.
 
 Per job (the launcher runs this in one Ray task per job): generate the built-in dataset if the config
-asks for one; join or start Ray; reserve the job's devices as one placement group; create the
+asks for one; join or start Ray; on a cluster of several nodes, check that every node sees the job dir
+(`shared_root`); reserve the job's devices as one placement group; create the
 Synchronizer and then the StateManager actor (the single writer of the job's progress files), then
 the explorer and/or trainer actors the mode needs, all named in the job's own Ray namespace; prepare
 them; run; collect their final metrics; and remove every actor of the job — also when it fails or is
@@ -24,6 +25,7 @@ from trinity.manager.state_actor import create_state_actor
 from trinity.orchestration.cluster import connect, engine_bundle, rank_bundle, release, reserve
 from trinity.orchestration.console import progress_view
 from trinity.orchestration.job_lock import job_lock
+from trinity.orchestration.shared_root import check_shared_root
 
 logger = logging.getLogger(__name__)
 
@@ -67,6 +69,7 @@ def _run_held(config: Config) -> Dict[str, float]:
     apply_log_level(config)
     prepare_data(config)
     connect(config)
+    check_shared_root(config)  # on several nodes: each must see the job dir, or the job stops here
     group = reserve(config, job_bundles(config))
     actors: Dict[str, object] = {}
     buffer = config.buffer.trainer_input.experience_buffer
@@ -149,7 +152,11 @@ def _wait_loop(pending, config, phase, actors, bar, last_progress, quiet_since, 
             try:
                 ray.get(ref)
             except Exception as exc:  # noqa: BLE001 - reported with the role that raised it
-                raise JobError(f"{phase}: the {role} of job {config.ray_namespace!r} failed: {exc}") from exc
+                # the actor's own exception, without Ray's traceback (HYDRA_FULL_ERROR=1 shows the chain)
+                cause = exc.cause if isinstance(exc, ray.exceptions.RayTaskError) and exc.cause else exc
+                raise JobError(
+                    f"{phase}: the {role} of job {config.ray_namespace!r} failed: {type(cause).__name__}: {cause}"
+                ) from exc
             quiet_since = time.monotonic()
         if done or not pending:
             continue

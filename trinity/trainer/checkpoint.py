@@ -6,6 +6,7 @@ from typing import List, Optional
 
 from trinity.config.trainer import ResumeMode, TrainerConfig
 from trinity.job_layout import FULL_FLAG, CheckpointError, actor_dir, completed_steps, critic_dir, latest_step, step_dir
+from trinity.manager.state_actor import CHECKPOINT_META
 
 
 def resume_dir(trainer: TrainerConfig, job_dir: str, continue_from_checkpoint: bool) -> Optional[Path]:
@@ -28,9 +29,10 @@ def prune(job_dir: str, keep: Optional[int]) -> List[int]:
         return []
     removed = completed_steps(job_dir)[:-keep]
     for step in removed:
+        (step_dir(job_dir, step) / FULL_FLAG).unlink(missing_ok=True)  # first: never a flagged partial checkpoint
         shutil.rmtree(actor_dir(job_dir, step), ignore_errors=True)
         shutil.rmtree(critic_dir(job_dir, step), ignore_errors=True)  # useless without its actor
-        (step_dir(job_dir, step) / FULL_FLAG).unlink(missing_ok=True)
+        (step_dir(job_dir, step) / CHECKPOINT_META).unlink(missing_ok=True)
         if not any(step_dir(job_dir, step).iterdir()):
             step_dir(job_dir, step).rmdir()
     return removed

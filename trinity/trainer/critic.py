@@ -21,7 +21,7 @@ from trinity.trainer.actor_loss import micro_weight
 from trinity.trainer.lr_schedule import make_scheduler
 from trinity.trainer.optim import build_optimizer, clip_gradients
 from trinity.trainer.token_stats import at_response_positions
-from trinity.trainer.train_state import extra_state_path, load_sharded, save_sharded
+from trinity.trainer.train_state import extra_state_path, load_extra_state, load_sharded, save_sharded
 
 HEAD_INIT_STD = 0.02
 HEAD_INIT_SEED = 0  # every rank (and every run) must start from the same head: FSDP does not broadcast it
@@ -128,5 +128,5 @@ class Critic:
     def load(self, directory: Path, rank: int, world_size: int, contents: List[str]) -> None:
         load_sharded(directory, self.model, self.optimizer, contents)
         if "extra" in contents:
-            extra = torch.load(extra_state_path(directory, rank, world_size), weights_only=False)
+            extra = load_extra_state(directory, rank, world_size)
             self.scheduler.load_state_dict(extra["scheduler"])

@@ -30,7 +30,7 @@ from trinity.trainer.distributed import init_group
 from trinity.trainer.lr_schedule import make_scheduler
 from trinity.trainer.optim import build_optimizer, clip_gradients
 from trinity.trainer.token_stats import at_response_positions, token_logprobs
-from trinity.trainer.train_state import extra_state_path, load_sharded, save_sharded
+from trinity.trainer.train_state import extra_state_path, load_extra_state, load_sharded, save_sharded
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
@@ -253,7 +253,7 @@ class FSDPWorker:
         load_sharded(path, self.model, self.optimizer, contents)
         step = -1
         if "extra" in contents:
-            extra = torch.load(extra_state_path(path, self.rank, self.world_size), weights_only=False)
+            extra = load_extra_state(path, self.rank, self.world_size)
             self.scheduler.load_state_dict(extra["scheduler"])
             _set_rng_state(extra["rng"])
             step = extra["step"]

@@ -11,7 +11,6 @@ steps and at the end, together with the trainer meta (step, buffer cursor) that 
 import asyncio
 import json
 import logging
-import math
 import os
 import time
 from typing import Any, Dict, List, Optional, Tuple
@@ -22,12 +21,13 @@ from trinity.buffer.batch import Batch, collate
 from trinity.buffer.errors import BufferExhausted
 from trinity.buffer.taskset import train_taskset_reader
 from trinity.config.functions import ADVANTAGE_FN, KL_PENALTY_FN, SAMPLE_STRATEGY
+from trinity.config.quota import planned_train_steps as planned_steps_of
 from trinity.config.root import Config, Mode, SyncMethod, SyncStyle
 from trinity.config.trainer import ResumeMode
 from trinity.job_layout import CheckpointError, actor_dir, critic_dir
 from trinity.logs import apply_log_level
 from trinity.manager import RunningStatus, Synchronizer
-from trinity.manager.state_actor import state_actor
+from trinity.manager.state_actor import resume_checkpoint, state_actor
 from trinity.model.load import load_tokenizer, resolve_model_path
 from trinity.monitor import Monitor
 from trinity.placement import in_bundle
@@ -104,7 +104,7 @@ class Trainer:
         if directory is not None:
             contents = [str(c) for c in config.trainer.actor.checkpoint.load_contents]
             steps = await asyncio.gather(*[w.load_checkpoint.remote(str(directory), contents) for w in self.workers])
-            meta = await self.state.load_trainer.remote()
+            meta = await self.state.load_trainer.remote(resume_checkpoint(config))
             self.step = meta.get("latest_iteration", steps[0])
             if meta.get("sample_strategy_state"):
                 self.strategy.load_state_dict(meta["sample_strategy_state"])
@@ -320,8 +320,7 @@ def planned_train_steps(config: Config, strategy) -> int:
             return buffer.total_steps
         return max(1, len(strategy.reader.dataset) * buffer.total_epochs // rows_per_step)
     explore_steps = buffer.total_steps or len(train_taskset_reader(config)) * buffer.total_epochs // buffer.batch_size
-    experiences = explore_steps * buffer.batch_size * algorithm.repeat_times
-    return max(1, math.ceil(experiences / buffer.train_batch_size))
+    return planned_steps_of(config, explore_steps)
 
 
 def batch_metrics(batch: Batch) -> Dict[str, float]:

@@ -10,7 +10,7 @@ from typing import Callable, List
 
 from trinity.config.errors import Report
 from trinity.config.root import Config
-from trinity.config.rules.algorithm import check_algorithm
+from trinity.config.rules.algorithm import check_algorithm, check_reward_shaping
 from trinity.config.rules.buffer import check_buffer
 from trinity.config.rules.devices import check_cluster
 from trinity.config.rules.explorer import check_explorer, check_workflows
@@ -31,6 +31,7 @@ RULES: List[Callable[[Config, Report], None]] = [
     check_synchronizer,
     check_explorer,
     check_buffer,
+    check_reward_shaping,
     check_workflows,
     check_trainer,
 ]

@@ -81,6 +81,32 @@ def _check_loss_args(algo: AlgorithmConfig, report: Report) -> None:
                        "raise tau_neg or lower tau_pos")  # fmt: skip
 
 
+def check_reward_shaping(config: Config, report: Report) -> None:
+    """dapo's overlong shaping needs the longest response (L_max) and its buffer (L_cache) below it.
+    Runs after the buffer rules, which fill the train taskset's max_tokens."""
+    args = config.algorithm.advantage_fn_args
+    if config.algorithm.advantage_fn != "dapo" or "overlong_buffer_len" not in args:
+        return
+    key = "algorithm.advantage_fn_args"
+    if args.get("max_response_length") is None:
+        lengths = (config.buffer.explorer_input.taskset.rollout_args.max_tokens,
+                   config.explorer.rollout_model.max_response_tokens, config.model.max_response_tokens)  # fmt: skip
+        args["max_response_length"] = next((length for length in lengths if length), None)
+    longest = args["max_response_length"]
+    if longest is None:
+        report.problem(f"{key}.max_response_length", None, "overlong shaping needs the longest response length",
+                       "set model.max_response_tokens or this argument")  # fmt: skip
+        return
+    if args.get("overlong_buffer_len") is None:
+        args["overlong_buffer_len"] = longest // 5
+    if args["overlong_buffer_len"] >= longest:
+        report.problem(
+            f"{key}.overlong_buffer_len", args["overlong_buffer_len"],
+            f"must be below max_response_length ({longest}): the penalty ramps over the last tokens before it",
+            f"set it to at most {longest - 1} (0 turns overlong shaping off)",
+        )  # fmt: skip
+
+
 def _check_extra_inputs(config: Config, report: Report) -> None:
     """Inputs a type reads besides its rollouts: a teacher model, expert rows."""
     algo = config.algorithm

@@ -5,6 +5,7 @@ from pathlib import Path
 from trinity.config.buffer import PRIORITY_FN_ARGS, PromptType, StorageType, TasksetConfig, default_prompt_type
 from trinity.config.errors import Report
 from trinity.config.fields import coerce_args
+from trinity.config.quota import rollout_rows_per_train_step
 from trinity.config.root import Config, Mode
 from trinity.config.topology import EXPLORER_MODES, TRAINER_MODES
 
@@ -33,17 +34,8 @@ def check_buffer(config: Config, report: Report) -> None:
                 f"exceeds the per-device batch ({buffer.train_batch_size_per_device})",
                 f"set it to at most {buffer.train_batch_size_per_device}",
             )
-    sync = config.synchronizer
-    per_step = buffer.batch_size * algo.repeat_times
-    if (config.mode == Mode.both and sync.sync_style != "trainer_driven"
-            and buffer.train_batch_size > (sync.sync_offset + sync.sync_interval) * per_step):  # fmt: skip
-        report.problem(
-            "buffer.train_batch_size", buffer.train_batch_size,
-            f"the explorer waits for new weights after {sync.sync_offset + sync.sync_interval} step(s) of "
-            f"{per_step} experiences, before the trainer has a full batch: the run would deadlock",
-            f"use train_batch_size <= {(sync.sync_offset + sync.sync_interval) * per_step}, or raise "
-            "synchronizer.sync_interval / sync_offset",
-        )  # fmt: skip
+    if config.mode == Mode.both and config.synchronizer.sync_style != "trainer_driven":
+        _check_feeding(config, report)
     if buffer.train_batch_size % algo.rows_per_example:
         report.problem(
             "buffer.train_batch_size",
@@ -55,6 +47,35 @@ def check_buffer(config: Config, report: Report) -> None:
         _check_tasksets(config, report)
     if config.mode in TRAINER_MODES:
         _check_trainer_input(config, report)
+
+
+def _check_feeding(config: Config, report: Report) -> None:
+    """The explorer's j-th weight sync waits for a version the trainer publishes after j x sync_interval train
+    steps, and comes after sync_offset + j x sync_interval explore steps. Each explore step writes at least
+    E = batch_size x repeat_times experiences (the explorer tops up steps that dropped rollouts, up to
+    explorer.max_extra_explore_steps), so the run deadlocks exactly when the batch arithmetic leaves the trainer
+    short at some sync: j x interval x R > (offset + j x interval) x E, R the rollout rows of a train step.
+    That holds first at j = 1 when R <= E, and at the last sync when R > E (the trainer falls behind)."""
+    buffer, sync = config.buffer, config.synchronizer
+    per_step, per_train = buffer.batch_size * config.algorithm.repeat_times, rollout_rows_per_train_step(config)
+    offset, interval = sync.sync_offset, sync.sync_interval
+    syncs = [1]
+    if per_train > per_step:
+        syncs.append(max((buffer.total_steps - offset) // interval, 1) if buffer.total_steps else None)
+    for j in syncs:
+        if j is not None and j * interval * per_train <= (offset + j * interval) * per_step:
+            continue
+        explored = "every" if j is None else f"{offset + j * interval}"
+        report.problem(
+            "buffer.train_batch_size", buffer.train_batch_size,
+            f"{per_step} experiences per explore step (batch_size x repeat_times; short steps are topped up) do not "
+            f"feed train batches of {per_train}: after {explored} explore steps the explorer waits for weights the "
+            "trainer can only publish after more batches than that; the run would deadlock",
+            f"use train_batch_size <= {per_step if j is None else per_step * (offset + j * interval) // (j * interval)}"
+            + ("" if j == 1 else f" ({per_step} for a run of any length)")
+            + ", or raise synchronizer.sync_offset, or use synchronizer.sync_style=trainer_driven",
+        )  # fmt: skip
+        return
 
 
 def _check_tasksets(config: Config, report: Report) -> None:

@@ -68,3 +68,13 @@ def check_monitor(config: Config, report: Report) -> None:
             f"needs the {package} package, which is not installed",
             f"pip install {package}, or use monitor.monitor_type=tensorboard",
         )
+    elif package == "mlflow" and not config.monitor.monitor_args.get("tracking_uri"):
+        missing = [name for name in ("sqlalchemy", "alembic") if importlib.util.find_spec(name) is None]
+        if missing:  # mlflow-skinny lacks them; the default store is a SQLite file (trinity.monitor)
+            report.problem(
+                "monitor.monitor_type",
+                config.monitor.monitor_type,
+                f"mlflow's local SQLite store needs {' and '.join(missing)}, which mlflow-skinny does not install",
+                f"pip install {' '.join(missing)} (or the full mlflow package), "
+                "or set monitor.monitor_args.tracking_uri",
+            )
