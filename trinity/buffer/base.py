@@ -22,6 +22,11 @@ class ExperienceWriter:
     async def write_async(self, experiences: Sequence[Experience]) -> None:
         await asyncio.to_thread(self.write, experiences)
 
+    def keep_first(self, rows: int) -> int:
+        """Drop every row after the first `rows` (a resumed explorer's committed count: the rest belong to a
+        step it will explore again); returns how many were dropped. A queue's rows die with its run: 0."""
+        return 0
+
     def acquire(self) -> None:
         """Register as a writer (queue: keeps it open). File and SQL storages have no end of stream."""
 

@@ -51,10 +51,46 @@ class JsonlWriter(ExperienceWriter):
         finally:
             fcntl.flock(self._fd, fcntl.LOCK_UN)
 
+    def keep_first(self, rows: int) -> int:
+        if not self.path.exists():
+            return 0
+        fd = os.open(self.path, os.O_RDWR)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            mend_tail(fd, self.path, f"buffer '{self.name}'")
+            offset, lines = _offset_of_line(fd, rows)
+            if lines <= rows:
+                return 0
+            os.ftruncate(fd, offset)
+            os.fsync(fd)
+            return lines - rows
+        finally:
+            os.close(fd)  # closing releases the lock
+
     def close(self) -> None:
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None
+
+
+def _offset_of_line(fd: int, line: int, chunk: int = 1 << 20) -> Tuple[int, int]:
+    """(byte offset where line `line` (0-based) starts, or the file's size; total complete lines)."""
+    os.lseek(fd, 0, os.SEEK_SET)
+    position, lines, offset = 0, 0, (0 if line == 0 else None)
+    while True:
+        data = os.read(fd, chunk)
+        if not data:
+            return (position if offset is None else offset), lines
+        start = 0
+        while True:
+            newline = data.find(b"\n", start)
+            if newline < 0:
+                break
+            lines += 1
+            if lines == line and offset is None:
+                offset = position + newline + 1
+            start = newline + 1
+        position += len(data)
 
 
 class JsonlReader(ExperienceReader):

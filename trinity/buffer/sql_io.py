@@ -59,6 +59,19 @@ class SqlWriter(_SqlClient, ExperienceWriter):
         if rows:
             self._run(insert, f"insert {len(rows)} experiences")
 
+    def keep_first(self, rows: int) -> int:
+        table = self._table
+
+        def delete() -> int:
+            with self._engine.begin() as conn:
+                last = conn.execute(select(table.c.id).order_by(table.c.id).offset(rows - 1).limit(1)).scalar()
+                if rows > 0 and last is None:
+                    return 0  # fewer rows than that
+                condition = table.c.id > last if rows > 0 else table.c.id.isnot(None)
+                return conn.execute(table.delete().where(condition)).rowcount
+
+        return self._run(delete, f"drop the rows after the first {rows}")
+
 
 class SqlReader(_SqlClient, ExperienceReader):
     def __init__(self, buffer: ExperienceBufferConfig, batch_size: Optional[int] = None) -> None:

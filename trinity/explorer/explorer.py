@@ -66,6 +66,12 @@ class Explorer:
         self.written = self._resume_taskset(meta, trainer_meta)
         self.writer = make_writer(config.buffer.trainer_input.experience_buffer, config.ray_namespace)
         self.writer.acquire()
+        if "experiences_written" in (meta.get("taskset_states") or [{}])[0]:  # rows after the last committed
+            # step belong to a step that is explored again
+            dropped = self.writer.keep_first(self.written)
+            if dropped:
+                logger.warning("dropped %d experiences of explore step %d, written before the last run stopped "
+                               "and not committed: the step is explored again", dropped, self.step + 1)  # fmt: skip
         algorithm = config.algorithm
         self.advantage = None
         if algorithm.advantage_fn is not None and not algorithm.compute_advantage_in_trainer:
