@@ -198,7 +198,7 @@ def _run_on_ray(launcher, sweep_configs: List[DictConfig], validated: list) -> L
         for c, v in zip(sweep_configs, validated, strict=True)
     ]
     try:
-        results = drive(jobs)
+        results = drive(jobs, [v.configs[0].name if v is not None else f"job {i}" for i, v in enumerate(validated)])
     except KeyboardInterrupt:
         print("interrupted: stopping the jobs (each removes its actors) ...", file=sys.stderr, flush=True)
         _cancel(jobs)

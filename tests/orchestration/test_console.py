@@ -4,10 +4,13 @@ The end-to-end check (a real sweep's console without Ray's prefix) is in test_su
 
 import io
 import logging
+import os
+import signal
 import threading
 import time
 
 import pytest
+import ray
 
 from trinity.orchestration import console
 from trinity.orchestration.progress import ProgressBar
@@ -75,3 +78,25 @@ def test_off_a_terminal_the_bar_prints_a_line_at_most_every_interval_and_the_fin
         bar.update({"trainer": {"total_steps": 4, "train_step": step}})
     bar.close()
     assert stream.getvalue().splitlines() == ["job: step 1/4", "job: step 4/4"]
+
+
+def _frozen_job():
+    print(os.getpid())
+    time.sleep(300)
+
+
+def test_the_driver_names_a_job_whose_task_froze(ray_cluster):
+    @ray.remote(num_cpus=0, max_retries=0)
+    def job():
+        yield from console.relayed(_frozen_job)
+
+    generator = job.remote()
+    kind, pid = ray.get(next(generator))
+    assert kind == "out"
+    os.kill(int(pid), signal.SIGSTOP)
+    try:
+        with pytest.raises(console.JobSilent, match="the_job sent nothing for 3 s"):
+            console.drive([generator], ["the_job"], wait_s=0.5, silence_s=3)
+    finally:
+        os.kill(int(pid), signal.SIGCONT)
+        ray.cancel(generator, force=True)

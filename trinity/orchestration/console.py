@@ -15,12 +15,15 @@ import io
 import queue
 import sys
 import threading
+import time
 from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
 from trinity.orchestration.progress import ProgressBar
 
-Event = Tuple[str, Any]  # ("out" | "err", line), ("progress", (stage name, {role: progress})), ("result", value)
+Event = Tuple[str, Any]  # ("out" | "err", line), ("progress", (name, {role: progress})), ("alive", None), ("result", x)
 POLL_S = 0.5  # how often the task checks for a cancellation while the job runs
+HEARTBEAT_S = 5.0  # a relaying task says it is alive at least this often, so the driver can tell a frozen one
+SILENCE_S = 120.0  # the driver's bound on a task that sends nothing (frozen, or its node unreachable)
 JOIN_GRACE_S = 60.0  # how long an interrupted job may take to clean up
 
 _events: Optional["queue.SimpleQueue[Event]"] = None  # set while this process's job is relayed
@@ -89,13 +92,18 @@ def relayed(run: Callable[[], Any]) -> Iterator[Event]:
     _events = events
     try:
         thread.start()
+        sent = time.monotonic()
         while True:
             try:
                 event = events.get(timeout=POLL_S)
             except queue.Empty:
+                if time.monotonic() - sent >= HEARTBEAT_S:
+                    sent = time.monotonic()
+                    yield ("alive", None)
                 continue
             if event[0] == "done":
                 break
+            sent = time.monotonic()
             yield event
         for stream in streams:
             stream.finish()
@@ -128,24 +136,36 @@ def _interrupt(thread: threading.Thread) -> None:
         ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(thread.ident), ctypes.py_object(KeyboardInterrupt))
 
 
-def drive(generators: List[Any], wait_s: float = 1.0) -> List[Any]:
+class JobSilent(RuntimeError):
+    """A job's Ray task sent nothing, not even its heartbeat, for longer than the driver waits."""
+
+
+def drive(
+    generators: List[Any], names: Optional[List[str]] = None, wait_s: float = 1.0, silence_s: float = SILENCE_S
+) -> List[Any]:
     """Driver: follow every job's generator to its end; print lines, draw bars; return the results in order.
-    A job's failure is raised as soon as its generator reports it."""
+    A job's failure is raised as soon as its generator reports it; a job whose task sends nothing for
+    `silence_s` (it relays a heartbeat every HEARTBEAT_S) is raised as JobSilent, naming it."""
     import ray
 
     results: List[Any] = [None] * len(generators)
     bars: Dict[int, ProgressBar] = {}
     pending = dict(enumerate(generators))
+    heard = {index: time.monotonic() for index in pending}
     try:
         while pending:
             ready, _ = ray.wait(list(pending.values()), num_returns=1, timeout=wait_s)
+            _check_silence(heard, pending, silence_s, names or [f"job {i}" for i in range(len(generators))])
             for generator in ready:
                 index = next(i for i, g in pending.items() if g is generator)
+                heard[index] = time.monotonic()
                 try:
                     kind, payload = ray.get(next(generator))
                 except StopIteration:
                     del pending[index]
                     _close(bars, index)
+                    continue
+                if kind == "alive":
                     continue
                 if kind == "result":
                     results[index] = payload
@@ -161,6 +181,16 @@ def drive(generators: List[Any], wait_s: float = 1.0) -> List[Any]:
         for index in list(bars):
             _close(bars, index)
     return results
+
+
+def _check_silence(heard: Dict[int, float], pending: Dict[int, Any], silence_s: float, names: List[str]) -> None:
+    now = time.monotonic()
+    silent = [names[index] for index in sorted(pending) if now - heard[index] > silence_s]
+    if silent:
+        raise JobSilent(
+            f"{', '.join(silent)} sent nothing for {silence_s:g} s, not even the heartbeat their Ray task relays every "
+            f"{HEARTBEAT_S:g} s: the task's process is frozen or its node unreachable"
+        )
 
 
 def _close(bars: Dict[int, ProgressBar], index: int) -> None:
