@@ -4,8 +4,6 @@ the counters and the taskset cursor end where an uninterrupted run ends).
 
 Each victim, sync method and buffer appears at least once (a Latin square rather than all 36 products,
 to keep the suite bounded); the driver kill is in tests/orchestration/test_resume.py (memory, queue).
-An engine killed under nccl sync with a sql buffer is left out for now: one of its runs resumed with the
-trainer's scalars showing explore steps [1, 2, 3, 5] (issue 12 stays open on it).
 """
 
 import os
@@ -25,6 +23,7 @@ pytestmark = pytest.mark.faults
 
 CASES = [  # (victim's actor class, what the error names, sync method, experience buffer)
     ("FSDPWorker", "trainer", "checkpoint", "file"),
+    ("EngineActor", "explorer", "nccl", "sql"),
     ("Explorer", "explorer", "memory", "sql"),
     ("EngineActor", "explorer", "checkpoint", "queue"),
     ("Trainer", "trainer", "nccl", "file"),

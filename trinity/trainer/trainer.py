@@ -177,11 +177,17 @@ class Trainer:
         metrics.update(batch_metrics(batch))
         self.step += 1
         metrics["time/train"] = time.perf_counter() - started
-        if not self.config.synchronizer.sync_style == SyncStyle.explorer_driven and await self._need_sync():
-            metrics["time/sync"] = await self.sync_weight()
-        if self._need_save():
-            metrics["time/save"] = await self.save_checkpoint(final=self.step >= self.total_steps)
+        # logged as soon as the update is done: a sync that fails next may still leave a final checkpoint
+        # of this step (a rerun resumes after it), so its metrics must already be on disk
         self.monitor.log(metrics, self.step)
+        timings = {}
+        if not self.config.synchronizer.sync_style == SyncStyle.explorer_driven and await self._need_sync():
+            timings["time/sync"] = await self.sync_weight()
+        if self._need_save():
+            timings["time/save"] = await self.save_checkpoint(final=self.step >= self.total_steps)
+        if timings:
+            self.monitor.log(timings, self.step)
+            metrics.update(timings)
         self.last_metrics = metrics
         return metrics
 
