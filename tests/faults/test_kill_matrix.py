@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 import ray
 
-from tests.orchestration.conftest import small_config
-from tests.orchestration.test_resume import RUN, _assert_exact, _meta, _wait_for
+from tests.orchestration.conftest import small_config, wait_for
+from tests.orchestration.test_resume import RUN, _assert_exact, _meta
 from trinity.orchestration.job import JobError, run_job
 
 pytestmark = pytest.mark.faults
@@ -57,7 +57,7 @@ def test_kill_minus_nine_mid_run_then_rerun_resumes_exactly(ray_cluster, tmp_pat
 
     thread = threading.Thread(target=run, daemon=True)
     thread.start()
-    _wait_for(lambda: _meta(job, "trainer").get("latest_iteration", 0) >= 2, 600, "the first checkpoint")
+    wait_for(lambda: _meta(job, "trainer").get("latest_iteration", 0) >= 2, 600, "the first checkpoint")
     os.kill(pid_of(victim, since_ms), signal.SIGKILL)
     thread.join(timeout=config.synchronizer.sync_timeout + 120)
     assert not thread.is_alive(), f"the job did not end after its {victim} was killed"

@@ -1,5 +1,7 @@
 """Small real runs of the tiny model for orchestration tests: a local Ray cluster and config builders."""
 
+import time
+
 from trinity.config import compose, validate
 
 SMALL = [
@@ -12,3 +14,12 @@ SMALL = [
 
 def small_config(root, *overrides, stage: int = 0):
     return validate(compose([f"checkpoint_root_dir={root}", *SMALL, *overrides])).configs[stage]
+
+
+def wait_for(condition, timeout: float, what: str) -> None:
+    """Poll `condition` every 0.5 s; AssertionError naming `what` after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
+        time.sleep(0.5)

@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import REPO, run_cli
-from tests.orchestration.conftest import SMALL, small_config
+from tests.orchestration.conftest import SMALL, small_config, wait_for
 from trinity.monitor import read_scalars
 from trinity.orchestration.summary import read_summary
 
@@ -96,15 +96,7 @@ def _wait_for_job_server(url: str, timeout: float = 180) -> None:
             if time.monotonic() > deadline:
                 raise AssertionError(f"the job server at {url} never took a job: {exc}") from exc
             time.sleep(1)
-    _wait(lambda: str(client.get_job_status(job)).endswith("SUCCEEDED"), timeout, "the first job")
-
-
-def _wait(condition, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
-        time.sleep(0.5)
+    wait_for(lambda: str(client.get_job_status(job)).endswith("SUCCEEDED"), timeout, "the first job")
 
 
 def _device_actors(url: str) -> dict:
@@ -158,7 +150,7 @@ def test_the_studio_submits_a_run_to_the_cluster(two_nodes, tmp_path):
     job_dir = str(tmp_path / "trinity" / "arithmetic")
     # the page's Run button, given a job address: run_section._start_run
     run = runs.RayJobRun.start(two_nodes.url, str(saved), "cluster_run", ["cluster.ray_address=auto"], job_dir)
-    _wait(lambda: run.status().finished, WAIT_S, f"{run.where} to finish")
+    wait_for(lambda: run.status().finished, WAIT_S, f"{run.where} to finish")
     assert run.status().state == "succeeded", run.log_tail()
     _assert_finished(tmp_path, run.client.get_job_logs(run.job_id))
 
@@ -199,7 +191,7 @@ def test_a_node_that_sees_another_disk_at_the_root_is_named(two_nodes, driver, t
     Path(config.checkpoint_job_dir).mkdir(parents=True)
     node = _start_blind_node(two_nodes, tmp_path)
     try:
-        _wait(lambda: len(_alive(driver)) == 3, 120, "the third node")
+        wait_for(lambda: len(_alive(driver)) == 3, 120, "the third node")
         [blind] = [n for n in _alive(driver) if n not in two_nodes.node_ids()]
         with pytest.raises(SharedRootError) as info:
             check_shared_root(config)
@@ -210,7 +202,7 @@ def test_a_node_that_sees_another_disk_at_the_root_is_named(two_nodes, driver, t
         assert [p.name for p in Path(config.checkpoint_job_dir).iterdir()] == [], "the marker was left behind"
     finally:
         _stop(node)
-        _wait(lambda: len(_alive(driver)) == 2, 120, "the third node to leave")
+        wait_for(lambda: len(_alive(driver)) == 2, 120, "the third node to leave")
     check_shared_root(config)  # the two nodes share the disk
 
 
@@ -265,7 +257,7 @@ def test_a_lost_node_ends_the_job_and_a_rerun_on_the_other_resumes(two_nodes, tm
     with open(log, "w") as out:
         first = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
         try:
-            _wait(lambda: _latest(job_dir) >= 2 or first.poll() is not None, WAIT_S, "the second checkpoint")
+            wait_for(lambda: _latest(job_dir) >= 2 or first.poll() is not None, WAIT_S, "the second checkpoint")
             assert first.poll() is None, log.read_text()[-3000:]
             two_nodes.cluster.remove_node(two_nodes.worker, allow_graceful=False)
             first.wait(timeout=WAIT_S)

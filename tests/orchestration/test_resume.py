@@ -10,12 +10,11 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 
 import ray
 
-from tests.orchestration.conftest import SMALL, small_config
+from tests.orchestration.conftest import SMALL, small_config, wait_for
 from trinity.monitor import read_scalars
 from trinity.orchestration.job import JobError, run_job
 
@@ -28,14 +27,6 @@ def _meta(job: Path, name: str) -> dict:
         return json.loads((job / f"{name}_meta.json").read_text())
     except (OSError, ValueError):
         return {}
-
-
-def _wait_for(condition, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.5)
 
 
 def _assert_exact(job: Path) -> None:
@@ -56,8 +47,8 @@ def test_sigkill_of_the_driver_then_rerun(tmp_path):
         command, env=env, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
     )
     try:
-        _wait_for(lambda: _meta(job, "trainer").get("latest_iteration", 0) >= 2, 600, "the first checkpoint")
-        _wait_for(lambda: _meta(job, "explorer").get("latest_iteration", 0) >= 3, 300, "explore step 3")
+        wait_for(lambda: _meta(job, "trainer").get("latest_iteration", 0) >= 2, 600, "the first checkpoint")
+        wait_for(lambda: _meta(job, "explorer").get("latest_iteration", 0) >= 3, 300, "explore step 3")
     finally:
         os.killpg(first.pid, signal.SIGKILL)  # the driver and everything it started, as in a machine crash
         first.wait()
@@ -75,7 +66,7 @@ def test_sigkill_of_the_trainer_actor_then_rerun(tmp_path):
         outcome = {}
         thread = threading.Thread(target=lambda: outcome.update(result=_run(config)), daemon=True)
         thread.start()
-        _wait_for(lambda: _meta(job, "trainer").get("latest_iteration", 0) >= 2, 600, "the first checkpoint")
+        wait_for(lambda: _meta(job, "trainer").get("latest_iteration", 0) >= 2, 600, "the first checkpoint")
         trainer = ray.get_actor(config.trainer.name, namespace=config.ray_namespace)
         pid = ray.get(trainer.__ray_call__.remote(lambda self: os.getpid()))
         os.kill(pid, signal.SIGKILL)

@@ -212,20 +212,20 @@ def create_engines(
 
 def wait_serving(handles: Sequence[Any], timeout: float) -> List[str]:
     """Every replica's OpenAI API URL, once each serves."""
-    refs = [handle.serve_openai.remote() for handle in handles]
-    done, _ = ray.wait(refs, num_returns=len(refs), timeout=timeout)
-    late = [index for index, ref in enumerate(refs) if ref not in done]
-    if late:
-        raise TimeoutError(f"the OpenAI APIs of engines {late} of {len(refs)} did not start within {timeout:g} s")
-    return ray.get(refs)
+    return _all_answer(handles, "serve_openai", timeout, "did not start their OpenAI APIs")
 
 
 def wait_ready(handles: Sequence[Any], timeout: float) -> List[Dict[str, Any]]:
-    refs = [handle.ready.remote() for handle in handles]
+    return _all_answer(handles, "ready", timeout, "were not ready")
+
+
+def _all_answer(handles: Sequence[Any], method: str, timeout: float, failure: str) -> list:
+    """Call `method` on every engine actor; their answers, or TimeoutError naming the late ones."""
+    refs = [getattr(handle, method).remote() for handle in handles]
     done, _ = ray.wait(refs, num_returns=len(refs), timeout=timeout)
     late = [index for index, ref in enumerate(refs) if ref not in done]
     if late:
-        raise TimeoutError(f"rollout engines {late} of {len(refs)} were not ready after {timeout:g} s")
+        raise TimeoutError(f"rollout engines {late} of {len(refs)} {failure} within {timeout:g} s")
     return ray.get(refs)
 
 
