@@ -55,6 +55,7 @@ BAD = {
     "missing advantage": (["algorithm.advantage_fn=null"], "algorithm.advantage_fn"),
     # model
     "model path missing": (["model=qwen2.5-0.5b-instruct", "model.model_path="], "model.model_path"),
+    "empty path is not the tiny model": (["model=tiny", "model.model_path="], "model.model_path"),
     "model path does not exist": (
         ["model=qwen2.5-0.5b-instruct", "model.model_path=/no/such/model"],
         "model.model_path",

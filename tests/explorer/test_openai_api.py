@@ -11,6 +11,7 @@ import ray
 
 from tests.conftest import needs_vllm, validated
 from trinity.config import ConfigError
+from trinity.explorer.dialogue import concatenated, conversations, per_turn
 from trinity.explorer.engine import engine_specs
 from trinity.explorer.engine_actor import RemoteEngine, create_engines, wait_serving
 from trinity.explorer.runner import TaskRunner
@@ -129,6 +130,72 @@ def test_a_workflow_talks_through_the_client_and_its_turns_become_experiences(se
     assert sorted(exp.step for exp in result.experiences) == [0, 0, 0, 1, 1, 1]
     for exp in result.experiences:  # the second turn's prompt holds the first turn's exchange
         assert exp.reward is not None and len(exp.logprobs) == len(exp.tokens) - exp.prompt_length
+
+
+def _two_turns(client, content=None):
+    """A greedy two-turn chat (so no special token is sampled, which the reply's text would drop); `content`
+    replaces the first answer as the client sends it back (a re-rendered turn)."""
+    messages, greedy = list(MESSAGES), {"max_tokens": 5, "logprobs": True, "temperature": 0}
+    first = client.chat.completions.create(model=client.model_path, messages=messages, **greedy)
+    messages += [{"role": "assistant", "content": content or first.choices[0].message.content},
+                 {"role": "user", "content": "and 5 more?"}]  # fmt: skip
+    second = client.chat.completions.create(model=client.model_path, messages=messages, **greedy)
+    return first, second, messages
+
+
+def test_a_conversation_concatenates_to_exactly_the_generated_tokens_with_only_them_trained(served):
+    config, engines, _ = served
+    engine = proxy(config, engines)
+    first, second, messages = _two_turns(engine.get_openai_client())
+    [dialogue] = conversations(engine.extract_experience_from_history())
+    exp = concatenated(dialogue, reward=1.0, run_id=3)
+    prompt_0, prompt_1 = (engine.encode(engine.chat_prompt(m)) for m in (MESSAGES, messages))
+    answer_0, answer_1 = (reply.choices[0].model_extra["token_ids"] for reply in (first, second))
+    between = prompt_1[len(prompt_0) + len(answer_0) :]  # the end of turn 1, the user turn, the next header
+    assert prompt_1[: len(prompt_0) + len(answer_0)] == prompt_0 + answer_0 and between
+    assert exp.tokens.tolist() == prompt_1 + answer_1 and exp.prompt_length == len(prompt_0)
+    assert exp.action_mask.tolist() == [True] * len(answer_0) + [False] * len(between) + [True] * len(answer_1)
+    logprobs = [[entry.logprob for entry in reply.choices[0].logprobs.content] for reply in (first, second)]
+    assert exp.logprobs.tolist() == pytest.approx(logprobs[0] + [0.0] * len(between) + logprobs[1])
+    assert (exp.reward, exp.run_id, exp.info["turns"]) == (1.0, 3, 2)
+
+
+def test_concurrent_conversations_are_told_apart_and_per_turn_rewards_are_discounted(served):
+    config, engines, _ = served
+    engine = proxy(config, engines)
+
+    async def talk(client, question):
+        messages = [{"role": "user", "content": question}]
+        reply = await client.chat.completions.create(model=client.model_path, messages=messages, max_tokens=3)
+        messages += [{"role": "assistant", "content": reply.choices[0].message.content},
+                     {"role": "user", "content": "sure?"}]  # fmt: skip
+        await client.chat.completions.create(model=client.model_path, messages=messages, max_tokens=3)
+        return messages[0]["content"]
+
+    async def all_of(questions):
+        client = engine.get_openai_async_client()
+        return await asyncio.gather(*(talk(client, q) for q in questions))
+
+    questions = ["1+1=", "2+2=", "3+3=", "1+1="]
+    asyncio.run(all_of(questions))
+    dialogues = conversations(engine.extract_experience_from_history())
+    assert len(dialogues) == 4 and all(len(turns) == 2 for turns in dialogues)
+    asked = sorted(engine.decode(turns[0].tokens[: turns[0].prompt_length].tolist()) for turns in dialogues)
+    assert asked == sorted(engine.decode(engine.encode(engine.chat_prompt([{"role": "user", "content": q}])))
+                           for q in questions)  # fmt: skip
+    steps = per_turn(dialogues[0], reward=1.0, run_id=2, discount=0.5)
+    assert [(e.step, e.run_id, e.reward) for e in steps] == [(0, 2, 0.5), (1, 2, 1.0)]
+    assert [e.tokens.tolist() for e in steps] == [t.tokens.tolist() for t in dialogues[0]]
+
+
+def test_a_re_rendered_earlier_turn_is_an_error_not_drift(served):
+    config, engines, _ = served
+    engine = proxy(config, engines)
+    _two_turns(engine.get_openai_client(), content="something it never said")
+    turns = engine.extract_experience_from_history()
+    assert len(conversations(turns)) == 2  # the second prompt extends no recorded turn
+    with pytest.raises(ValueError, match="turn 1's prompt does not extend the conversation.*per-turn"):
+        concatenated(turns, reward=0.0)
 
 
 def test_history_needs_the_api_and_an_engine_without_it_says_how_to_enable_it(served, tmp_path):

@@ -30,6 +30,7 @@ class AlgorithmType(Choice):
     raft = "raft"
     sapo = "sapo"
     dapo = "dapo"
+    multi_step_grpo = "multi_step_grpo"
     on_policy_distill = "on_policy_distill"
 
 
@@ -258,6 +259,16 @@ class DAPOConfig(AlgorithmConfig):
 
 
 @dataclass
+class MultiStepGRPOConfig(AlgorithmConfig):
+    """GRPO over multi-turn runs: each run's last-step reward group-normalised and broadcast to all its steps
+    (per-turn experiences of trinity.explorer.dialogue, one run id per trajectory)."""
+
+    algorithm_type: AlgorithmType = AlgorithmType.multi_step_grpo
+    repeat_times: int = 8
+    advantage_fn: Optional[str] = "step_wise_grpo"
+
+
+@dataclass
 class OnPolicyDistillConfig(AlgorithmConfig):
     """On-policy distillation: teacher-minus-student logprobs as advantages (teacher: explorer.auxiliary_models[0])."""
 
@@ -289,6 +300,7 @@ ALGORITHM_SCHEMAS = {
         RAFTConfig,
         SAPOConfig,
         DAPOConfig,
+        MultiStepGRPOConfig,
         OnPolicyDistillConfig,
     )
 }

@@ -24,7 +24,9 @@ TOP_LOGPROBS = "engines return the logprob of each sampled token only, which is 
 class ModelConfig:
     """A Hugging Face causal LM: a local directory or a hub name already in the local HF cache."""
 
-    model_path: str = setting("", help="Local HF model directory or hub name (must be in the local HF cache).")
+    model_path: Optional[str] = setting(
+        "", help="Local HF model directory or hub name (must be in the local HF cache)."
+    )
     critic_model_path: str = setting(
         "", help="Weights of the critic (value model) for algorithms with a critic; empty means model_path.", auto=True
     )
@@ -79,7 +81,9 @@ class TinyModelSpec:
 class TinyModelConfig(ModelConfig):
     """A small random-init model built locally in normal HF format, so no network is ever needed."""
 
-    model_path: str = setting(
-        "", help="Local HF model directory or hub name; empty builds the tiny model into tiny.cache_dir.", auto=True
+    model_path: Optional[str] = setting(
+        None,
+        help="Local HF model directory or hub name; unset (null) builds the tiny model into tiny.cache_dir.",
+        auto=True,
     )
     tiny: TinyModelSpec = setting(help="Sizes of the locally built model.", factory=TinyModelSpec)

@@ -165,6 +165,8 @@ def run_task(task: RolloutTask, engine, auxiliary_engines: Sequence[Any] = ()) -
     experiences = workflow.run()
     if not isinstance(experiences, list) or not all(isinstance(e, Experience) for e in experiences):
         raise TypeError(f"workflow {task.workflow} must return a list of Experience, got {type(experiences).__name__}")
+    for exp in experiences:  # the task's group, also on experiences built from recorded history
+        exp.batch_id, exp.task_id = task.batch_id, task.task_id
     return experiences
 
 

@@ -47,6 +47,8 @@ def check_buffer(config: Config, report: Report) -> None:
         _check_tasksets(config, report)
     if config.mode in TRAINER_MODES:
         _check_trainer_input(config, report)
+    elif config.mode == Mode.explore:  # the explorer alone still writes its experiences there
+        _check_experience_buffer(config, "buffer.trainer_input.experience_buffer", report)
 
 
 def _check_feeding(config: Config, report: Report) -> None:

@@ -10,15 +10,14 @@ from trinity.config.root import Config
 
 def check_model(config: Config, report: Report) -> None:
     model = config.model
-    if isinstance(model, TinyModelConfig):
-        if not model.model_path:
-            model.model_path = tiny_model_dir(model)
+    if isinstance(model, TinyModelConfig) and model.model_path is None:
+        model.model_path = tiny_model_dir(model)
     elif not model.model_path:
         report.problem(
             "model.model_path",
-            "",
-            "must be given",
-            "set model.model_path=<HF model dir or hub name>, or use model=tiny",
+            model.model_path,
+            "must name the weights (an empty path is not the tiny model)",
+            "set model.model_path=<HF model dir or hub name>, or leave it unset with model=tiny",
         )
     elif looks_like_path(model.model_path) and not Path(model.model_path).expanduser().exists():
         report.problem("model.model_path", model.model_path, "does not exist", "point it at an HF model directory")
