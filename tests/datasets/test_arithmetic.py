@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import validated
-from trinity.data.arithmetic import FILES, MANIFEST, ArithmeticDataConfig, ensure_dataset, generate
+from trinity.data.arithmetic import FILES, ArithmeticDataConfig, ensure_dataset, generate
+from trinity.data.manifest import MANIFEST
 
 SMALL = ArithmeticDataConfig(train_size=200, test_size=50, sft_size=300, operations="+-*")
 SPLITS = ("train.jsonl", "test.jsonl", "sft.jsonl")  # the question/answer files; dpo.jsonl pairs train's

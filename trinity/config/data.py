@@ -9,11 +9,15 @@ from trinity.config.fields import setting
 
 class BuiltinDataset(Choice):
     arithmetic = "arithmetic"
+    calculator = "calculator"
 
 
 # The files each built-in dataset writes into data.dir (its generator's list, and what validation
 # knows not to look for before the job has generated them).
-BUILTIN_FILES = {BuiltinDataset.arithmetic: ("train.jsonl", "test.jsonl", "sft.jsonl", "dpo.jsonl")}
+BUILTIN_FILES = {
+    BuiltinDataset.arithmetic: ("train.jsonl", "test.jsonl", "sft.jsonl", "dpo.jsonl"),
+    BuiltinDataset.calculator: ("train.jsonl", "test.jsonl", "sft.jsonl"),
+}
 
 
 @dataclass
@@ -31,11 +35,26 @@ class ArithmeticDataConfig:
 
 
 @dataclass
+class CalculatorDataConfig:
+    """Multi-operand additions for the calculator tool workflow ("12+34+56=" -> "102"); sft.jsonl holds
+    the tool-using dialogues of solved questions (call the calculator, read its result, answer)."""
+
+    seed: int = setting(0, help="Seed of the questions.")
+    train_size: int = setting(1024, help="Questions in train.jsonl (the RL taskset).", ge=0)
+    test_size: int = setting(128, help="Questions in test.jsonl (the held-out eval taskset).", ge=0)
+    sft_size: int = setting(512, help="Solved questions in sft.jsonl, two rows each (the call, the answer).", ge=0)
+    operands: int = setting(3, help="Numbers added per question.", ge=2)
+    max_operand: int = setting(99, help="Operands are 0..max_operand.", ge=1)
+
+
+@dataclass
 class DataConfig:
     builtin: Optional[BuiltinDataset] = setting(
         None, help="Generate this built-in dataset into data.dir before the run (reused when it exists)."
     )
     dir: str = setting(
-        "", help="Directory of the built-in dataset's files (train.jsonl, test.jsonl, sft.jsonl, dpo.jsonl)."
+        "",
+        help="Directory of the built-in dataset's files (train, test and sft .jsonl; arithmetic adds dpo.jsonl).",
     )
     arithmetic: ArithmeticDataConfig = setting(help="The arithmetic dataset.", factory=ArithmeticDataConfig)
+    calculator: CalculatorDataConfig = setting(help="The calculator dataset.", factory=CalculatorDataConfig)

@@ -60,6 +60,7 @@ WORKFLOWS = NameRegistry(
     builtins={
         "math_workflow": "trinity.explorer.workflows.math:MathWorkflow",
         "math_multi_turn_workflow": "trinity.explorer.workflows.math:MathMultiTurnWorkflow",
+        "calculator_workflow": "trinity.explorer.workflows.calculator:CalculatorWorkflow",
     },
     accepts=_is_workflow,
     expected="a class with a run() method (subclass trinity.explorer.workflows.base.Workflow)",

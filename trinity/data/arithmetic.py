@@ -8,28 +8,21 @@ evaluation measures generalisation and GRPO trains on questions the warm-up neve
 "rejected": "23"}`: the answer, and a wrong one 1 to 10 away), so DPO learns from the questions the
 RL types reward.
 
-Output is a pure function of the spec (seed included), written atomically file by file;
-`dataset.json`, written last, records the spec and the files' hashes. Calling it again with the same
-spec checks and reuses the files, and adds any file the manifest does not list yet (a dataset written
-before that file existed); a different spec, or files it did not write, is an error rather than an
-overwrite.
+Written and reused as trinity.data.manifest says (a pure function of the spec, verified on reuse).
 
 CLI: `python -m trinity.data.arithmetic --out DIR [--seed 0 --train-size 2048 ...]`.
 """
 
 import argparse
-import hashlib
 import itertools
-import json
 import random
-from dataclasses import asdict, fields
+from dataclasses import fields
 from pathlib import Path
 from typing import Dict, List, Optional
 
-from trinity.atomic_file import atomic_write_bytes
 from trinity.config.data import BUILTIN_FILES, ArithmeticDataConfig, BuiltinDataset
+from trinity.data.manifest import ensure_files
 
-MANIFEST = "dataset.json"
 FILES = BUILTIN_FILES[BuiltinDataset.arithmetic]
 MAX_MISTAKE = 10  # a rejected answer is off by 1..MAX_MISTAKE
 OPERATIONS = "+-*"
@@ -101,44 +94,7 @@ def preference_pairs(rows: List[Dict[str, str]], rng: random.Random) -> List[Dic
 def ensure_dataset(directory, spec: Optional[ArithmeticDataConfig] = None) -> Path:
     """Write (or verify and reuse) the dataset of `spec` in `directory`; returns the directory."""
     spec = spec or ArithmeticDataConfig()
-    directory = Path(directory).expanduser()
-    manifest_path = directory / MANIFEST
-    hashes = _check_manifest(manifest_path, spec) if manifest_path.exists() else {}
-    missing = [name for name in FILES if name not in hashes]
-    if not missing:
-        return directory
-    directory.mkdir(parents=True, exist_ok=True)
-    rows = generate(spec)
-    for name in missing:
-        data = "".join(json.dumps(row) + "\n" for row in rows[name]).encode()
-        path = directory / name
-        if path.exists() and path.read_bytes() != data:
-            raise FileExistsError(f"{path} exists and was not written by this generator; move it or use another --out")
-        atomic_write_bytes(path, data)
-        hashes[name] = hashlib.sha256(data).hexdigest()
-    manifest = {"generator": "trinity.data.arithmetic", "spec": asdict(spec), "sha256": hashes}
-    atomic_write_bytes(manifest_path, (json.dumps(manifest, indent=2) + "\n").encode())
-    return directory
-
-
-def _check_manifest(path: Path, spec: ArithmeticDataConfig) -> Dict[str, str]:
-    """The manifest's file hashes, once the spec matches and every listed file is unchanged."""
-    try:
-        manifest = json.loads(path.read_text())
-        found = manifest["spec"]
-        hashes = dict(manifest["sha256"])
-    except (ValueError, KeyError, TypeError) as exc:
-        raise RuntimeError(f"{path} is corrupt ({exc}); delete the directory to regenerate it") from exc
-    if found != asdict(spec):
-        raise FileExistsError(
-            f"{path.parent} holds an arithmetic dataset with spec {found}, not {asdict(spec)}; "
-            "delete it or use another directory"
-        )
-    for name, digest in hashes.items():
-        file = path.parent / name
-        if not file.is_file() or hashlib.sha256(file.read_bytes()).hexdigest() != digest:
-            raise RuntimeError(f"{file} is missing or was changed since it was generated; delete the directory")
-    return hashes
+    return ensure_files(directory, "trinity.data.arithmetic", spec, FILES, lambda: generate(spec))
 
 
 def main(argv: Optional[List[str]] = None) -> None:

@@ -35,24 +35,32 @@ def conversations(turns: Sequence[Experience]) -> List[List[Experience]]:
     return list(found.values())
 
 
+def extending_turns(turns: Sequence[Experience]) -> int:
+    """How many leading turns chain exactly: each prompt starts with everything before it (the previous
+    prompt, response and what came between). A turn that breaks the chain was re-rendered differently."""
+    so_far: List[int] = []
+    for number, turn in enumerate(turns):
+        prompt = _prompt(turn)
+        if number and prompt[: len(so_far)] != so_far:
+            return number
+        so_far = turn.tokens.tolist()
+    return len(turns)
+
+
 def concatenated(turns: Sequence[Experience], reward: float, run_id: int = 0, metrics: Optional[Dict] = None):
     """One experience of a whole conversation: the model's tokens trained, everything between masked out.
     Its model version is the oldest of its turns' (the stalest weights any of its tokens came from)."""
     if not turns:
         raise ValueError("a conversation needs at least one turn")
+    chained = extending_turns(turns)
+    if chained < len(turns):
+        raise ValueError(
+            f"turn {chained}'s prompt does not extend the conversation so far: the chat template re-renders "
+            "an earlier turn differently than the model generated it; use per-turn experiences"
+        )
     tokens, logprobs, mask = _prompt(turns[0]), [], []
-    for number, turn in enumerate(turns):
-        prompt = _prompt(turn)
-        if prompt[: len(tokens)] != tokens:
-            at = next(
-                (i for i, (a, b) in enumerate(zip(tokens, prompt, strict=False)) if a != b),
-                min(len(tokens), len(prompt)),
-            )
-            raise ValueError(
-                f"turn {number}'s prompt does not extend the conversation so far (they differ at token {at} of "
-                f"{len(tokens)}): the chat template re-renders earlier turns; use per-turn experiences"
-            )
-        between = prompt[len(tokens) :]
+    for turn in turns:
+        between = _prompt(turn)[len(tokens) :]
         response = turn.tokens[turn.prompt_length :].tolist()
         tokens += between + response
         logprobs += [0.0] * len(between) + turn.logprobs.tolist()

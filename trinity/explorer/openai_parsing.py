@@ -7,6 +7,7 @@ model's text into `tool_calls` (finish reason "tool_calls"); the reasoning parse
 `reasoning_content` from `content`. A request asking for what is not configured is refused by name.
 """
 
+import logging
 from typing import Any, Dict, Optional, Tuple
 
 
@@ -20,6 +21,9 @@ def _registry_parser(kind: str, name: str, tokenizer: Any, key: str):
             from vllm.tool_parsers import ToolParserManager as manager
 
             cls = manager.get_tool_parser(name)
+            # A model still learning the format writes malformed calls, which the parser returns as plain
+            # content (the workflow scores them); the traceback it logs for each one is noise.
+            logging.getLogger(cls.__module__).setLevel(logging.CRITICAL)
         else:
             from vllm.reasoning import ReasoningParserManager as manager
 

@@ -40,6 +40,10 @@ def prepare_data(config: Config) -> None:
         from trinity.data.arithmetic import ensure_dataset
 
         ensure_dataset(config.data.dir, config.data.arithmetic)
+    elif config.data.builtin == "calculator":
+        from trinity.data.calculator import ensure_dataset
+
+        ensure_dataset(config.data.dir, config.data.calculator)
 
 
 def engine_bundles(config: Config) -> List[dict]:
