@@ -1,4 +1,6 @@
-"""A frozen (stopped, not dead) actor ends the job within sync_timeout and a few seconds, named as such."""
+"""A frozen (stopped, not dead) actor ends the job within sync_timeout and a few seconds, named as such: the
+explorer or trainer by their unanswered progress calls, an engine (or rank, or the Synchronizer) by the
+probe a stalled job sends every named actor of its namespace."""
 
 import os
 import signal
@@ -26,7 +28,7 @@ def actor_pid(name: str, since_ms: float) -> int:
     raise LookupError(name)
 
 
-@pytest.mark.parametrize("role", ["explorer", "trainer"])
+@pytest.mark.parametrize("role", ["explorer", "trainer", "explorer_engine_0"])  # an engine: named by the probe
 def test_a_frozen_actor_is_named_within_the_sync_timeout(ray_cluster, tmp_path, role):
     config = small_config(tmp_path, "buffer.total_steps=200", f"synchronizer.sync_timeout={SYNC_TIMEOUT_S}")
     since_ms = time.time() * 1000

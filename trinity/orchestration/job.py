@@ -11,7 +11,7 @@ interrupted. This is the one owner of a job's cleanup.
 
 import logging
 import time
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Tuple
 
 import ray
 
@@ -25,13 +25,19 @@ from trinity.manager.state_actor import create_state_actor
 from trinity.orchestration.cluster import connect, engine_bundle, rank_bundle, release, reserve
 from trinity.orchestration.console import progress_view
 from trinity.orchestration.job_lock import job_lock
+from trinity.orchestration.probe import ANSWER_SECONDS, unresponsive_actors
 from trinity.orchestration.shared_root import check_shared_root
 
 logger = logging.getLogger(__name__)
 
 
 class JobError(RuntimeError):
-    """A job's explorer or trainer failed or stalled; the message names which and why."""
+    """A job's explorer or trainer failed or stalled; the message names which and why. `frozen` holds the
+    roles that stopped answering: cleanup kills them without waiting for a graceful shutdown."""
+
+    def __init__(self, message: str, frozen: Tuple[str, ...] = ()):
+        super().__init__(message)
+        self.frozen = frozen
 
 
 def prepare_data(config: Config) -> None:
@@ -81,10 +87,14 @@ def _run_held(config: Config) -> Dict[str, float]:
         destroy_queue(buffer.name, config.ray_namespace)  # a crashed run's leftovers are never reused
     synchronizer = Synchronizer.get_actor(config)
     state = create_state_actor(config)
+    frozen: Tuple[str, ...] = ()
     try:
         return _run_mode(config, group, actors)
+    except JobError as exc:
+        frozen = exc.frozen
+        raise
     finally:
-        _cleanup(config, actors, [state, synchronizer])
+        _cleanup(config, actors, [state, synchronizer], frozen)
         release(group)
 
 
@@ -95,9 +105,10 @@ def _run_mode(config: Config, group, actors: Dict[str, object]) -> Dict[str, flo
     namespace = config.ray_namespace
     engines = len(engine_bundles(config))
     if config.mode in EXPLORER_MODES:
-        name = "benchmark" if config.mode == Mode.bench else config.explorer.name
         actors["explorer"] = (
-            ray.remote(Explorer).options(name=name, namespace=namespace, num_cpus=0).remote(config, (group, 0))
+            ray.remote(Explorer)
+            .options(name=_explorer_name(config), namespace=namespace, num_cpus=0)
+            .remote(config, (group, 0))
         )
     if config.mode in TRAINER_MODES:
         actors["trainer"] = (
@@ -118,6 +129,10 @@ def _run_mode(config: Config, group, actors: Dict[str, object]) -> Dict[str, flo
     return metrics
 
 
+def _explorer_name(config: Config) -> str:
+    return "benchmark" if config.mode == Mode.bench else config.explorer.name
+
+
 def _answer(method, role: str, config: Config, what: str):
     """A call to one of the job's actors, bounded by sync_timeout: a frozen actor is named, not waited on."""
     timeout = config.synchronizer.sync_timeout
@@ -126,7 +141,8 @@ def _answer(method, role: str, config: Config, what: str):
     except ray.exceptions.GetTimeoutError:
         raise JobError(
             f"the {role} of job {config.ray_namespace!r} did not answer a {what} call for {timeout:g} s "
-            "(synchronizer.sync_timeout): it is alive but not responding (frozen or overloaded)"
+            "(synchronizer.sync_timeout): it is alive but not responding (frozen or overloaded)",
+            frozen=(role,),
         ) from None
 
 
@@ -158,8 +174,10 @@ def _wait_loop(pending, config, phase, actors, bar, last_progress, quiet_since, 
             except Exception as exc:  # noqa: BLE001 - reported with the role that raised it
                 # the actor's own exception, without Ray's traceback (HYDRA_FULL_ERROR=1 shows the chain)
                 cause = exc.cause if isinstance(exc, ray.exceptions.RayTaskError) and exc.cause else exc
+                who, frozen = _frozen(config, actors)  # a wait that timed out names whom it waited on
                 raise JobError(
-                    f"{phase}: the {role} of job {config.ray_namespace!r} failed: {type(cause).__name__}: {cause}"
+                    f"{phase}: the {role} of job {config.ray_namespace!r} failed: {type(cause).__name__}: {cause}{who}",
+                    frozen,
                 ) from exc
             quiet_since = time.monotonic()
         if done or not pending:
@@ -173,16 +191,37 @@ def _wait_loop(pending, config, phase, actors, bar, last_progress, quiet_since, 
             last_progress, quiet_since = progress, time.monotonic()
         elif time.monotonic() - quiet_since > timeout:
             roles = ", ".join(f"{role} (last at {state})" for role, state in progress.items()) or ", ".join(pending)
+            who, frozen = _frozen(config, actors)
             raise JobError(
                 f"{phase}: {roles} of job {config.ray_namespace!r} made no progress for {timeout:g} s "
-                "(synchronizer.sync_timeout)"
+                f"(synchronizer.sync_timeout){who}",
+                frozen,
             )
 
 
-def _cleanup(config: Config, actors: Dict[str, object], keepers: List[object]) -> None:
-    """Remove the job's actors: explorer and trainer (their engines and ranks die with them), the
-    queue and the Synchronizer (detached: they would otherwise outlive the job), the StateManager."""
+def _frozen(config: Config, actors: Optional[Dict[str, object]]) -> Tuple[str, Tuple[str, ...]]:
+    """(the message's clause naming the job's actors that do not answer, or "", the roles whose actor, or
+    one of its engines or ranks (named `<role's actor name>_...`), is among them)."""
+    silent = unresponsive_actors(config.ray_namespace)
+    if not silent:
+        return "", ()
+    names = {"explorer": _explorer_name(config), "trainer": config.trainer.name}
+
+    def owns(role: str, name: str) -> bool:
+        return name == names.get(role) or name.startswith(f"{names.get(role)}_")
+
+    roles = tuple(role for role in actors or {} if any(owns(role, name) for name in silent))
+    return f"; not answering within {ANSWER_SECONDS:g} s (frozen or busy): {', '.join(silent)}", roles
+
+
+def _cleanup(config: Config, actors: Dict[str, object], keepers: List[object], frozen: Tuple[str, ...]) -> None:
+    """Remove the job's actors: explorer and trainer (their engines and ranks die with them; a frozen one
+    is killed at once), the queue and the Synchronizer (detached: they would otherwise outlive the job),
+    the StateManager."""
     for role, actor in actors.items():
+        if role in frozen:
+            ray.kill(actor)
+            continue
         try:
             ray.get(actor.shutdown.remote(), timeout=min(60.0, config.synchronizer.sync_timeout))
         except Exception as exc:  # noqa: BLE001 - cleanup goes on; the actor is killed below

@@ -95,9 +95,12 @@ class Trainer:
         worker = ray.remote(FSDPWorker)
         group, first = self.placement or (None, 0)
         self.workers = [
-            worker.options(**resources, **in_bundle(group, first + rank)).remote(
-                config, rank, world, address, port, self.total_steps
-            )
+            worker.options(  # named, so a stalled job's watchdog can name a frozen rank (orchestration.probe)
+                name=f"{config.trainer.name}_rank_{rank}",
+                namespace=config.ray_namespace,
+                **resources,
+                **in_bundle(group, first + rank),
+            ).remote(config, rank, world, address, port, self.total_steps)
             for rank in range(world)
         ]
         directory = resume_dir(config.trainer, config.checkpoint_job_dir, config.continue_from_checkpoint)
