@@ -13,7 +13,7 @@ import pytest
 
 from tests.orchestration.conftest import SMALL
 from trinity.config import compose, validate
-from trinity.job_layout import actor_dir, latest_step
+from trinity.job_layout import actor_dir, completed_steps, latest_step
 from trinity.monitor import read_scalars
 from trinity.orchestration.report import report
 from trinity.orchestration.stages import run_experiment
@@ -128,7 +128,7 @@ def line_of(lines: list, start: str) -> str:
     return next(line for line in lines if line.startswith(start))
 
 
-def test_a_sweep_is_ranked_by_held_out_accuracy_on_the_driver(tmp_path):
+def test_a_sweep_runs_each_job_in_its_own_dir_and_is_ranked_on_the_driver(tmp_path):
     command = [
         sys.executable, "-m", "trinity", "-m", "algorithm.optimizer.lr=0.001,0.003", "buffer.total_steps=2",
         "trainer.save_interval=2", f"checkpoint_root_dir={tmp_path}", *EVAL_EVERY_STEP,
@@ -138,6 +138,9 @@ def test_a_sweep_is_ranked_by_held_out_accuracy_on_the_driver(tmp_path):
         command, env={**os.environ, "RAY_AUTH_MODE": "disabled"}, capture_output=True, text=True, timeout=900
     )
     assert result.returncode == 0, result.stderr[-3000:]
+    jobs = sorted(p.name for p in (tmp_path / "trinity" / "arithmetic").iterdir())  # each job its own directory
+    assert jobs == ["algorithm.optimizer.lr=0.001", "algorithm.optimizer.lr=0.003"]
+    assert all(completed_steps(str(tmp_path / "trinity" / "arithmetic" / name)) == [2] for name in jobs)
     [sweep_dir] = [p.parent for p in (tmp_path / "hydra").rglob("multirun.yaml")]
     sweep = json.loads((sweep_dir / "sweep_summary.json").read_text())
     assert sweep["main_metric"] == ACCURACY and [entry["rank"] for entry in sweep["ranking"]] == [1, 2]
