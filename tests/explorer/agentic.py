@@ -4,7 +4,7 @@ split into conversations and turned into experiences in the form the task's work
 
 import asyncio
 
-from trinity.explorer.dialogue import concatenated, conversations, per_turn
+from trinity.explorer.dialogue import concatenated, conversations, extending_turns, per_turn
 from trinity.explorer.workflows.base import Workflow
 
 
@@ -37,6 +37,7 @@ class ConcurrentChatWorkflow(Workflow):
             reward, metrics = self.score(self.engine.decode(last.tokens[last.prompt_length :].tolist()))
             if form == "per_turn":
                 experiences += per_turn(turns, reward, run_id, discount, metrics)
-            else:
-                experiences.append(concatenated(turns, reward, run_id, metrics))
+            else:  # the untrained model may end a turn with a token the template re-renders otherwise: cut there
+                kept = extending_turns(turns)
+                experiences.append(concatenated(turns[:kept], reward, run_id, {**metrics, "cut": float(kept < 2)}))
         return experiences
