@@ -15,7 +15,7 @@ from trinity.orchestration.job import JobError, run_job
 
 pytestmark = pytest.mark.faults
 
-SYNC_TIMEOUT_S = 10
+SYNC_TIMEOUT_S = 15  # also bounds start-up (sync_timeout), which a loaded machine can stretch past 10 s
 
 
 def actor_pid(name: str, since_ms: float) -> int:
@@ -28,7 +28,9 @@ def actor_pid(name: str, since_ms: float) -> int:
     raise LookupError(name)
 
 
-@pytest.mark.parametrize("role", ["explorer", "trainer", "explorer_engine_0"])  # an engine: named by the probe
+# the trainer is named by the same unanswered progress call as the explorer (measured in the README); an engine
+# by the probe
+@pytest.mark.parametrize("role", ["explorer", "explorer_engine_0"])
 def test_a_frozen_actor_is_named_within_the_sync_timeout(ray_cluster, tmp_path, role):
     config = small_config(tmp_path, "buffer.total_steps=200", f"synchronizer.sync_timeout={SYNC_TIMEOUT_S}")
     since_ms = time.time() * 1000

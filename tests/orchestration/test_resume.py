@@ -1,4 +1,5 @@
-"""A crashed run continues exactly: kill the whole driver, or only the trainer actor, mid-run, then rerun.
+"""A crashed run continues exactly: kill the whole driver mid-run, then rerun (single actors are killed in
+tests/faults/test_kill_matrix.py, which uses this file's run and checks).
 
 "Exactly" means: every train step consumes the next explore step (no gap, no repeat), and the final
 step counters and taskset cursor are those of an uninterrupted run.
@@ -9,14 +10,10 @@ import os
 import signal
 import subprocess
 import sys
-import threading
 from pathlib import Path
 
-import ray
-
-from tests.orchestration.conftest import SMALL, small_config, wait_for
+from tests.orchestration.conftest import SMALL, wait_for
 from trinity.monitor import read_scalars
-from trinity.orchestration.job import JobError, run_job
 
 STEPS = 5
 RUN = ["buffer.total_steps=5", "trainer.save_interval=2"]
@@ -56,31 +53,3 @@ def test_sigkill_of_the_driver_then_rerun(tmp_path):
     second = subprocess.run(command, env=env, capture_output=True, text=True, timeout=900)
     assert second.returncode == 0, second.stderr[-3000:]
     _assert_exact(job)
-
-
-def test_sigkill_of_the_trainer_actor_then_rerun(tmp_path):
-    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
-    try:
-        config = small_config(tmp_path, *RUN)
-        job = Path(config.checkpoint_job_dir)
-        outcome = {}
-        thread = threading.Thread(target=lambda: outcome.update(result=_run(config)), daemon=True)
-        thread.start()
-        wait_for(lambda: _meta(job, "trainer").get("latest_iteration", 0) >= 2, 600, "the first checkpoint")
-        trainer = ray.get_actor(config.trainer.name, namespace=config.ray_namespace)
-        pid = ray.get(trainer.__ray_call__.remote(lambda self: os.getpid()))
-        os.kill(pid, signal.SIGKILL)
-        thread.join(timeout=300)
-        assert isinstance(outcome["result"], JobError), outcome
-        assert "trainer" in str(outcome["result"])
-        run_job(small_config(tmp_path, *RUN))
-        _assert_exact(job)
-    finally:
-        ray.shutdown()
-
-
-def _run(config):
-    try:
-        return run_job(config)
-    except JobError as exc:
-        return exc
