@@ -46,6 +46,12 @@ class CalculatorDataConfig:
     operands: int = setting(3, help="Numbers added per question.", ge=2)
     max_operand: int = setting(99, help="Operands are 0..max_operand.", ge=1)
 
+    def distinct_questions(self) -> int:
+        return (self.max_operand + 1) ** self.operands
+
+    def sizes(self) -> int:
+        return self.test_size + self.train_size + self.sft_size
+
 
 @dataclass
 class DataConfig:

@@ -18,16 +18,16 @@ from trinity.data.manifest import ensure_files
 FILES = BUILTIN_FILES[BuiltinDataset.calculator]
 
 
-def questions(spec: CalculatorDataConfig, count: int) -> List[Dict[str, str]]:
-    """`count` distinct questions in a fixed order for the spec."""
-    possible = (spec.max_operand + 1) ** spec.operands
-    if count > possible // 2:  # drawing distinct ones at random would crawl
+def questions(spec: CalculatorDataConfig) -> List[Dict[str, str]]:
+    """The spec's test + train + sft distinct questions, in a fixed order."""
+    if spec.sizes() > spec.distinct_questions() // 2:  # drawing distinct ones at random would crawl
         raise ValueError(
-            f"test_size + train_size + sft_size = {count} is more than half of the {possible} questions of "
-            f"{spec.operands} operands up to {spec.max_operand}; raise max_operand or lower the sizes"
+            f"test_size + train_size + sft_size = {spec.sizes()} is more than half of the "
+            f"{spec.distinct_questions()} questions of {spec.operands} operands up to {spec.max_operand}; "
+            "raise max_operand or lower the sizes"
         )
     rng, seen, rows = random.Random(spec.seed), set(), []
-    while len(rows) < count:
+    while len(rows) < spec.sizes():
         numbers = tuple(rng.randint(0, spec.max_operand) for _ in range(spec.operands))
         if numbers not in seen:
             seen.add(numbers)
@@ -46,7 +46,7 @@ def tool_dialogue(row: Dict[str, str]) -> List[Dict[str, List[dict]]]:
 
 
 def generate(spec: CalculatorDataConfig) -> Dict[str, List[dict]]:
-    rows = questions(spec, spec.test_size + spec.train_size + spec.sft_size)
+    rows = questions(spec)
     test_end, train_end = spec.test_size, spec.test_size + spec.train_size
     return {
         "test.jsonl": rows[:test_end],

@@ -9,6 +9,7 @@ them; run; collect their final metrics; and remove every actor of the job — al
 interrupted. This is the one owner of a job's cleanup.
 """
 
+import importlib
 import logging
 import time
 from typing import Dict, List, Optional, Tuple
@@ -17,6 +18,7 @@ import ray
 
 from trinity.buffer.queue_storage import destroy_queue
 from trinity.config.buffer import StorageType
+from trinity.config.data import BuiltinDataset
 from trinity.config.root import Config, Mode
 from trinity.config.topology import EXPLORER_MODES, TRAINER_MODES, served_engines
 from trinity.logs import apply_log_level
@@ -42,14 +44,10 @@ class JobError(RuntimeError):
 
 def prepare_data(config: Config) -> None:
     """Generate the built-in dataset (idempotent) before anything reads it."""
-    if config.data.builtin == "arithmetic":
-        from trinity.data.arithmetic import ensure_dataset
-
-        ensure_dataset(config.data.dir, config.data.arithmetic)
-    elif config.data.builtin == "calculator":
-        from trinity.data.calculator import ensure_dataset
-
-        ensure_dataset(config.data.dir, config.data.calculator)
+    if config.data.builtin is not None:  # trinity.data.<name>.ensure_dataset with config.data.<name>
+        name = BuiltinDataset(config.data.builtin).value
+        generator = importlib.import_module(f"trinity.data.{name}")
+        generator.ensure_dataset(config.data.dir, getattr(config.data, name))
 
 
 def engine_bundles(config: Config) -> List[dict]:

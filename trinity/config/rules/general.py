@@ -57,10 +57,9 @@ def check_data(config: Config, report: Report) -> None:
     if not operations or set(operations) - set("+-*"):
         report.problem("data.arithmetic.operations", operations, "must be a non-empty string of + - *", "e.g. +-")
     calculator = data.calculator
-    wanted = calculator.test_size + calculator.train_size + calculator.sft_size
-    if data.builtin == "calculator" and wanted > (calculator.max_operand + 1) ** calculator.operands // 2:
+    if data.builtin == "calculator" and calculator.sizes() > calculator.distinct_questions() // 2:
         report.problem("data.calculator.sft_size", calculator.sft_size,
-                       f"test, train and sft sizes ({wanted}) exceed half the distinct questions of "
+                       f"test, train and sft sizes ({calculator.sizes()}) exceed half the distinct questions of "
                        f"{calculator.operands} operands up to {calculator.max_operand}",
                        "raise data.calculator.max_operand or operands, or lower the sizes")  # fmt: skip
 
