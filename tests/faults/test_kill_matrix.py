@@ -31,13 +31,15 @@ CASES = [  # (victim's actor class, what the error names, sync method, experienc
 
 
 def pid_of(actor_class: str, since_ms: float) -> int:
-    """The pid of a live actor of this class started since `since_ms` (Ray's actor table)."""
+    """The pid of a live actor of this class started since `since_ms` (Ray's actor table), once one is."""
     from ray._private.state import actors
 
-    for actor in actors().values():
-        if actor["ActorClassName"] == actor_class and actor["StartTime"] >= since_ms and actor["State"] == "ALIVE":
-            return int(actor["Pid"])
-    raise LookupError(actor_class)
+    def live() -> list:
+        return [actor for actor in actors().values() if actor["ActorClassName"] == actor_class
+                and actor["StartTime"] >= since_ms and actor["State"] == "ALIVE"]  # fmt: skip
+
+    wait_for(live, 600, f"a live {actor_class}")
+    return int(live()[0]["Pid"])
 
 
 @pytest.mark.parametrize("victim, named, method, storage", CASES)
@@ -57,8 +59,11 @@ def test_kill_minus_nine_mid_run_then_rerun_resumes_exactly(ray_cluster, tmp_pat
 
     thread = threading.Thread(target=run, daemon=True)
     thread.start()
-    wait_for(lambda: _meta(job, "trainer").get("latest_iteration", 0) >= 2, 600, "the first checkpoint")
-    os.kill(pid_of(victim, since_ms), signal.SIGKILL)
+    pid = pid_of(victim, since_ms)
+    # Kill within 0.1 s of the first checkpoint: the explorer is then at most one step ahead, so the
+    # trainer cannot reach the last step before the error ends the job (a slower kill once let it).
+    wait_for(lambda: _meta(job, "trainer").get("latest_iteration", 0) >= 2, 600, "the first checkpoint", 0.1)
+    os.kill(pid, signal.SIGKILL)
     thread.join(timeout=config.synchronizer.sync_timeout + 120)
     assert not thread.is_alive(), f"the job did not end after its {victim} was killed"
     assert "error" in outcome, f"the job finished although its {victim} was killed: {outcome}"

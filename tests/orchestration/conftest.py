@@ -16,10 +16,10 @@ def small_config(root, *overrides, stage: int = 0):
     return validate(compose([f"checkpoint_root_dir={root}", *SMALL, *overrides])).configs[stage]
 
 
-def wait_for(condition, timeout: float, what: str) -> None:
-    """Poll `condition` every 0.5 s; AssertionError naming `what` after `timeout` seconds."""
+def wait_for(condition, timeout: float, what: str, poll: float = 0.5) -> None:
+    """Poll `condition` every `poll` seconds; AssertionError naming `what` after `timeout` seconds."""
     deadline = time.monotonic() + timeout
     while not condition():
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
-        time.sleep(0.5)
+        time.sleep(poll)

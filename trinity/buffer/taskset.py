@@ -16,7 +16,6 @@ from trinity.buffer.chat import parse_chat, with_system
 from trinity.buffer.cursor import BatchCursor
 from trinity.buffer.errors import BufferExhausted
 from trinity.buffer.hf_data import load_local_dataset, rows_at
-from trinity.buffer.sql_tasks import read_tasks
 from trinity.buffer.task import Task
 from trinity.config.buffer import PromptType, StorageType, TasksetConfig
 
@@ -40,6 +39,8 @@ class TasksetReader:
         if not taskset.workflow_type or not taskset.reward_fn_type:
             raise ValueError(f"{owner}: workflow_type and reward_fn_type must be set (validate() fills them)")
         if taskset.storage_type == StorageType.sql:
+            from trinity.buffer.sql_tasks import read_tasks  # SQLAlchemy: only for an sql taskset
+
             self.dataset = datasets.Dataset.from_list(read_tasks(taskset.path, taskset.name))
         else:
             self.dataset = load_local_dataset(taskset.path, taskset.split, taskset.subset_name, owner)

@@ -1,10 +1,12 @@
 """Which actors keep the Synchronizer alive, and whether each one still lives.
 
-Every registered module (explorer, trainer, or a driver's guard) is watched by one asyncio task that
-keeps exactly one ping (`__ray_ready__`, which every Ray actor has) in flight at a time: a ping that
-fails with an actor error means the module is dead; a ping that is merely slow means the module is
-busy (a sync actor in a long training step answers only afterwards) and counts as alive. Nothing is
-cancelled and pings never pile up.
+Every registered module (explorer, trainer, or a driver's guard) is known by its actor id and watched
+by one asyncio task that reads its state from Ray's actor table (GCS) every LIVENESS_INTERVAL_S: DEAD
+(or gone from the table) means the module is dead; a busy module is ALIVE however long its current
+call takes. The Synchronizer keeps the modules' handles pickled: deserializing an actor handle makes
+Ray import the actor's class, which would load the explorer's and trainer's torch stack into this small
+coordinating process (about 350 MB and 2.5 CPU-seconds per job); only the collective method calls an
+explorer and unpickles its handle.
 
 A *guard* is a tiny actor owned by a driver that created the Synchronizer before any explorer or
 trainer existed: it keeps the Synchronizer alive while the driver lives and no module has joined yet,
@@ -18,12 +20,10 @@ from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Optional
 
 import ray
-from ray.exceptions import RayActorError
 
 logger = logging.getLogger(__name__)
 
-LIVENESS_INTERVAL_S = 0.5  # pause between two pings of one module
-JOIN_PING_TIMEOUT_S = 2.0  # how long a join waits for a fresh ping before taking a busy module as alive
+LIVENESS_INTERVAL_S = 0.5  # pause between two reads of one module's state
 
 
 class Role:
@@ -35,19 +35,33 @@ class Role:
 
 @dataclass
 class Module:
+    """A registered actor. Liveness needs only `actor_id`; the collective method calls the explorer, through
+    `handle`, which a module that joins by itself sends pickled (deserialized only on that first call)."""
+
     name: str
     role: str
-    handle: Any
+    actor_id: str  # hex
+    handle: Any = None
+    pickled_handle: Optional[bytes] = None
     alive: bool = True
     task: Optional[asyncio.Task] = None
 
-    @property
-    def actor_id(self) -> str:
-        return actor_id_of(self.handle)
+    def actor_handle(self) -> Any:
+        if self.handle is None:
+            self.handle = ray.cloudpickle.loads(self.pickled_handle)
+        return self.handle
 
 
 def actor_id_of(handle: Any) -> str:
     return handle._actor_id.hex()  # ActorHandle has no public id accessor
+
+
+async def is_dead(actor_id: str) -> bool:
+    """Whether Ray's actor table records this actor as dead (or no longer knows it)."""
+    from ray._private.state import state  # the actor table without the dashboard's state API
+
+    info = await asyncio.to_thread(state.actor_table, actor_id)
+    return info.get("State", "DEAD") == "DEAD"
 
 
 class ModuleWatch:
@@ -58,16 +72,15 @@ class ModuleWatch:
         self._on_change = on_change
         self._had_real_module = False
 
-    def add(self, name: str, role: str, handle: Any) -> Optional[Module]:
+    def add(self, module: Module) -> Optional[Module]:
         """Register (or re-register) a module; returns the module it replaces under that name, if another actor."""
-        current = self.modules.get(name)
-        if current is not None and current.actor_id == actor_id_of(handle):
+        current = self.modules.get(module.name)
+        if current is not None and current.actor_id == module.actor_id:
             return None
         if current is not None and current.task is not None:
             current.task.cancel()
-        module = Module(name, role, handle)
-        self.modules[name] = module
-        if role != Role.GUARD:
+        self.modules[module.name] = module
+        if module.role != Role.GUARD:
             self._had_real_module = True
         module.task = asyncio.get_running_loop().create_task(self._watch(module))
         return current
@@ -84,32 +97,22 @@ class ModuleWatch:
         return bool(counted) and not any(m.alive for m in counted)
 
     async def check_now(self, exclude: Optional[str] = None) -> None:
-        """Ping every module (but `exclude`, an actor id) now, before a newcomer trusts this Synchronizer's state."""
+        """Read every module's state (but `exclude`'s, an actor id) now, before a newcomer trusts this
+        Synchronizer's state."""
         modules = [m for m in self.alive() if m.actor_id != exclude]
-        results = await asyncio.gather(*(self._ping(m, JOIN_PING_TIMEOUT_S) for m in modules))
+        results = await asyncio.gather(*(is_dead(m.actor_id) for m in modules))
         for module, dead in zip(modules, results, strict=True):
             if dead:
                 self._mark_dead(module)
 
-    async def _ping(self, module: Module, timeout: float) -> bool:
-        """True when the module is dead; a slow answer means busy, i.e. alive."""
-        try:
-            await asyncio.wait_for(asyncio.shield(module.handle.__ray_ready__.remote()), timeout)
-        except asyncio.TimeoutError:
-            return False
-        except RayActorError:
-            return True
-        return False
-
     async def _watch(self, module: Module) -> None:
         while module.alive:
             try:
-                await module.handle.__ray_ready__.remote()
-            except RayActorError:
-                self._mark_dead(module)
-                return
-            except ray.exceptions.RayError as exc:  # the ping itself failed for another reason: keep watching
-                logger.warning("ping of %s failed: %s", module.name, exc)
+                if await is_dead(module.actor_id):
+                    self._mark_dead(module)
+                    return
+            except Exception as exc:  # the table could not be read this time (GCS busy): keep watching
+                logger.warning("reading the state of %s failed: %s", module.name, exc)
             await asyncio.sleep(LIVENESS_INTERVAL_S)
 
     def _mark_dead(self, module: Module) -> None:

@@ -2,12 +2,12 @@
 actor standing in for a driver), and a Synchronizer left over from a run that is over is replaced."""
 
 import time
-from typing import Any, Dict, Tuple
+from typing import Any, Dict
 
 import ray
 
 from trinity.manager.errors import SyncError
-from trinity.manager.liveness import Role, actor_id_of
+from trinity.manager.liveness import Module, Role, actor_id_of
 from trinity.manager.status import SYNCHRONIZER_NAME
 
 _REMOTE_CLASS = None
@@ -26,8 +26,8 @@ class _DriverGuard:
     """Lives as long as the driver that created it (it is not detached); see `liveness`."""
 
 
-def calling_module(config: Any) -> Tuple[Any, str, str]:
-    """(handle, name, role) of the caller: its own actor, or a guard actor for a driver."""
+def calling_module(config: Any) -> Module:
+    """The caller as a module to register: its own actor, or a guard actor for a driver."""
     context = ray.get_runtime_context()
     if context.get_actor_id() is not None:
         name = context.get_actor_name() or f"actor {context.get_actor_id()[:8]}"
@@ -37,12 +37,12 @@ def calling_module(config: Any) -> Tuple[Any, str, str]:
             role = Role.EXPLORER
         else:
             role = Role.OTHER
-        return context.current_actor, name, role
+        return Module(name, role, context.get_actor_id(), pickled_handle=ray.cloudpickle.dumps(context.current_actor))
     job = context.get_job_id()
     key = f"{context.get_session_name()}/{job}"  # job ids restart in every new cluster
     if key not in _DRIVER_GUARDS:
         _DRIVER_GUARDS[key] = ray.remote(num_cpus=0)(_DriverGuard).remote()
-    return _DRIVER_GUARDS[key], f"driver {job}", Role.GUARD
+    return Module(f"driver {job}", Role.GUARD, actor_id_of(_DRIVER_GUARDS[key]))
 
 
 def kill_and_wait(handle: Any, namespace: str, timeout_s: float = 30.0) -> None:

@@ -81,13 +81,14 @@ class CollectiveRounds(PeerWaits):
             self._group = Group(names, pending=set(names))
             for index, name in enumerate(names):
                 member = spec.for_member(rank_offset=1 + index * ranks, ranks=ranks)
-                ref = self._watch.get(name).handle.setup_weight_sync_group.remote(member)
-                asyncio.get_running_loop().create_task(self._follow_group_setup(self._group, name, ref))
+                asyncio.get_running_loop().create_task(self._follow_group_setup(self._group, name, member))
         return spec
 
-    async def _follow_group_setup(self, group: Group, name: str, ref: Any) -> None:
+    async def _follow_group_setup(self, group: Group, name: str, member: WeightSyncGroupSpec) -> None:
         try:
-            await ref
+            # Deserializing the handle imports the Explorer class (and torch) into this process: only the
+            # collective method ever needs to.
+            await self._watch.get(name).actor_handle().setup_weight_sync_group.remote(member)
         except Exception as exc:  # any failure of the explorer's join is reported to the trainer by name
             cause = getattr(exc, "cause", None) or exc  # the explorer's own exception inside Ray's wrapper
             group.failed[name] = f"{type(cause).__name__}: {cause}".splitlines()[0]

@@ -13,7 +13,7 @@ Lifetime: the named, detached actor `synchronizer` of the job's Ray namespace is
 calls `get_actor(config)` first (the job runner, before the StateManager actor, the trainer and the
 explorer; a trainer or explorer started on its own creates it too) and exits once
 every registered module is gone (see `liveness`). Stale actors: before a newcomer trusts an existing
-actor, the actor pings all its modules; if the run it served is over (every module dead) it answers
+actor, the actor checks all its modules; if the run it served is over (every module dead) it answers
 "stale" and the newcomer kills it and creates a fresh one, so no state of a crashed run is reused.
 A live actor whose sync method or job directory differs from the newcomer's is an error, not a join.
 Creating and finding it: `sync_lookup`; the collective handshake: `sync_rounds`; bounded waits:
@@ -55,10 +55,15 @@ def _sync_config_fingerprint(config: Any) -> Dict[str, str]:
     return {"sync_method": str(config.synchronizer.sync_method), "checkpoint_job_dir": str(config.checkpoint_job_dir)}
 
 
+def _handle_module(handle: Any, name: Optional[str] = None, role: Optional[str] = None) -> Module:
+    actor_id = actor_id_of(handle)
+    return Module(name or f"module {actor_id[:8]}", role or Role.OTHER, actor_id, handle=handle)
+
+
 class Synchronizer(CollectiveRounds):
     """Weight versions and sync statuses shared by one trainer and one or more explorers."""
 
-    def __init__(self, config: Any, module_ref: Any = None, module_name: Optional[str] = None, module_role=None):
+    def __init__(self, config: Any, module_ref: Any = None):
         self.config = config
         self.trainer_status = RunningStatus.STOPPED
         self._explorer_statuses: Dict[str, RunningStatus] = {}
@@ -76,9 +81,7 @@ class Synchronizer(CollectiveRounds):
         self._closing = False
         self._watch = ModuleWatch(self._on_module_gone)
         if module_ref is not None:
-            self._register(
-                module_ref, module_name or f"module {actor_id_of(module_ref)[:8]}", module_role or Role.OTHER
-            )
+            self._register(_handle_module(module_ref))
 
     # ---- lifetime ----------------------------------------------------------------------------------
 
@@ -94,7 +97,7 @@ class Synchronizer(CollectiveRounds):
                     f"no Synchronizer in Ray namespace {namespace!r}; it is created by get_actor(config) "
                     "from the job runner, the explorer or the trainer"
                 ) from None
-        module, name, role = calling_module(config)
+        module = calling_module(config)
         fingerprint = _sync_config_fingerprint(config)
         for _ in range(3):
             handle = (
@@ -106,10 +109,10 @@ class Synchronizer(CollectiveRounds):
                     lifetime="detached",
                     num_cpus=0,
                 )
-                .remote(config, module, name, role)
+                .remote(config)
             )
             try:
-                verdict = ray.get(handle.join.remote(module, name, role, fingerprint))
+                verdict = ray.get(handle.join.remote(module, fingerprint))
             except RayActorError:
                 verdict = STALE  # it exited between lookup and join
             if verdict == JOINED:
@@ -120,33 +123,38 @@ class Synchronizer(CollectiveRounds):
             kill_and_wait(handle, config.ray_namespace)
         raise SyncError(f"could not obtain a live Synchronizer in namespace {config.ray_namespace!r}")
 
-    async def join(self, module_ref: Any, name: str, role: str, fingerprint: Dict[str, str]) -> str:
-        """Register a newcomer unless this actor belongs to a run that is over (then answer STALE)."""
+    async def join(self, module: Module, fingerprint: Dict[str, str]) -> str:
+        """Register a newcomer unless this actor belongs to a run that is over (then answer STALE). The
+        newcomer comes as a `Module` (id, name, namespace), not a handle: see `liveness`."""
         if self._closing:
             return STALE
-        await self._watch.check_now(exclude=actor_id_of(module_ref))
+        await self._watch.check_now(exclude=module.actor_id)
         if self._watch.should_exit():
             self._closing = True
             return STALE
         if fingerprint != self._fingerprint:
             differing = ", ".join(f"{k}: running {self._fingerprint[k]!r}, new {fingerprint[k]!r}" for k in fingerprint)
             raise SyncError(
-                f"{role} {name!r} cannot join the live Synchronizer of namespace {self.config.ray_namespace!r} "
-                f"({differing}); use another name/namespace or stop the running job"
+                f"{module.role} {module.name!r} cannot join the live Synchronizer of namespace "
+                f"{self.config.ray_namespace!r} ({differing}); use another name/namespace or stop the running job"
             )
-        await self.add_module(module_ref, name, role)
+        async with self._ready_condition:
+            self._register(module)
+            self._ready_condition.notify_all()
         return JOINED
 
     async def add_module(self, module_ref: Any, name: Optional[str] = None, role: Optional[str] = None) -> None:
-        """Track an actor that keeps this Synchronizer alive (idempotent)."""
+        """Track an actor (by its handle) that keeps this Synchronizer alive (idempotent)."""
         async with self._ready_condition:
-            self._register(module_ref, name or f"module {actor_id_of(module_ref)[:8]}", role or Role.OTHER)
+            self._register(_handle_module(module_ref, name, role))
             self._ready_condition.notify_all()
 
-    def _register(self, module_ref: Any, name: str, role: str) -> None:
-        replaced = self._watch.add(name, role, module_ref)
+    def _register(self, module: Module) -> None:
+        replaced = self._watch.add(module)
         if replaced is not None:
-            logger.warning("%s %r re-registered from a new actor; its previous state is dropped.", role, name)
+            logger.warning(
+                "%s %r re-registered from a new actor; its previous state is dropped.", module.role, module.name
+            )
             self._forget(replaced)
 
     def _forget(self, module: Module) -> None:

@@ -19,7 +19,6 @@ import ray
 
 from trinity.buffer.batch import Batch, collate
 from trinity.buffer.errors import BufferExhausted
-from trinity.buffer.taskset import train_taskset_reader
 from trinity.config.functions import ADVANTAGE_FN, KL_PENALTY_FN, SAMPLE_STRATEGY
 from trinity.config.quota import planned_train_steps as planned_steps_of
 from trinity.config.root import Config, Mode, SyncMethod, SyncStyle
@@ -328,7 +327,11 @@ def planned_train_steps(config: Config, strategy) -> int:
         if buffer.total_steps:
             return buffer.total_steps
         return max(1, len(strategy.reader.dataset) * buffer.total_epochs // rows_per_step)
-    explore_steps = buffer.total_steps or len(train_taskset_reader(config)) * buffer.total_epochs // buffer.batch_size
+    if buffer.total_steps:
+        return planned_steps_of(config, buffer.total_steps)
+    from trinity.buffer.taskset import train_taskset_reader  # HF datasets: only when the data sets the length
+
+    explore_steps = len(train_taskset_reader(config)) * buffer.total_epochs // buffer.batch_size
     return planned_steps_of(config, explore_steps)
 
 
