@@ -1,11 +1,13 @@
-"""Accuracy curve of the default experiment: held-out greedy accuracy against GRPO steps.
+"""Accuracy curve of a preset (default: the default experiment): held-out greedy accuracy by GRPO step.
 
-Runs `python -m trinity` (the default experiment: SFT warm-up, then GRPO) in a fresh checkpoint root,
+Runs `python -m trinity experiment=NAME` (an SFT warm-up, then GRPO) in a fresh checkpoint root,
 timing it, or reads an existing run with --job-dir. Step 0 is the SFT checkpoint (the GRPO stage
 evaluates on startup), so the curve shows what GRPO adds over SFT. Prints a table, writes JSON and a
-PNG (drawn like every run's own learning curve, `trinity.orchestration.curves`).
+PNG (drawn like every run's own learning curve, `trinity.orchestration.curves`), both named after
+the preset.
 
-    python bench/accuracy_curve.py [--job-dir CKPT_ROOT/trinity/arithmetic] [--out bench/results] [override ...]
+    python bench/accuracy_curve.py [--experiment arithmetic|calculator] [--job-dir CKPT_ROOT/trinity/NAME]
+                                   [--out bench/results] [override ...]
 """
 
 import argparse
@@ -19,24 +21,26 @@ from pathlib import Path
 from trinity.monitor import read_scalars
 from trinity.orchestration.curves import line_figure
 
-ACCURACY = "eval/arithmetic_test/accuracy/mean"
 RL_STAGE = "grpo"
 
 
-def run_default(root: Path, overrides: list) -> float:
-    """Run the default experiment into `root`; returns its wall time in seconds."""
+def run_preset(experiment: str, root: Path, overrides: list) -> float:
+    """Run the preset into `root`; returns its wall time in seconds."""
     started = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "trinity", f"checkpoint_root_dir={root}", *overrides], check=True)
+    command = [sys.executable, "-m", "trinity", f"experiment={experiment}", f"checkpoint_root_dir={root}", *overrides]
+    subprocess.run(command, check=True)
     return time.perf_counter() - started
 
 
-def curve(job_dir: Path) -> list:
-    """[(grpo step, accuracy)] from the RL stage's explorer events (the latest value per step)."""
+def curve(job_dir: Path, experiment: str) -> list:
+    """[(grpo step, accuracy)] from the RL stage's explorer events (the latest value per step); the
+    presets name their held-out taskset `<experiment>_test`."""
     events = job_dir / RL_STAGE / "monitor" / "tensorboard" / "explorer"
+    accuracy = f"eval/{experiment}_test/accuracy/mean"
     scalars = read_scalars(str(events))
-    if ACCURACY not in scalars:
-        raise SystemExit(f"{events} holds no {ACCURACY}: is {job_dir} a finished default experiment?")
-    return [(int(step), float(value)) for step, value in scalars[ACCURACY]]
+    if accuracy not in scalars:
+        raise SystemExit(f"{events} holds no {accuracy}: is {job_dir} a finished {experiment} run?")
+    return [(int(step), float(value)) for step, value in scalars[accuracy]]
 
 
 def plot(points: list, path: Path, title: str) -> None:
@@ -48,6 +52,7 @@ def plot(points: list, path: Path, title: str) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--experiment", default="arithmetic", help="the preset (conf/experiment/NAME.yaml)")
     parser.add_argument("--job-dir", type=Path, help="an existing run's job directory (skips running)")
     parser.add_argument("--out", type=Path, default=Path("bench/results"))
     parser.add_argument("overrides", nargs="*", help="extra overrides of the run")
@@ -55,9 +60,9 @@ def main() -> None:
     wall = None
     if args.job_dir is None:
         root = Path(tempfile.mkdtemp(prefix="trinity_accuracy_"))
-        wall = run_default(root, args.overrides)
-        args.job_dir = root / "trinity" / "arithmetic"
-    points = curve(args.job_dir)
+        wall = run_preset(args.experiment, root, args.overrides)
+        args.job_dir = root / "trinity" / args.experiment
+    points = curve(args.job_dir, args.experiment)
     print(f"{'GRPO step':>9} | {'accuracy':>8} | {'vs SFT':>7}")
     print("-" * 31)
     for step, value in points:
@@ -74,11 +79,11 @@ def main() -> None:
     if wall is not None:
         print(f"wall time of the whole experiment: {wall:.0f} s")
     args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "accuracy_curve.json").write_text(json.dumps(summary, indent=2) + "\n")
-    title = f"default experiment: SFT {points[0][1]:.3f} -> GRPO {points[-1][1]:.3f}"
-    plot(points, args.out / "accuracy_curve.png", title)
-    print(f"wrote {args.out / 'accuracy_curve.png'}")
-    print(f"wrote {args.out / 'accuracy_curve.json'}")
+    stem = "accuracy_curve" if args.experiment == "arithmetic" else f"accuracy_curve_{args.experiment}"
+    (args.out / f"{stem}.json").write_text(json.dumps(summary, indent=2) + "\n")
+    title = f"{args.experiment}: SFT {points[0][1]:.3f} -> GRPO {points[-1][1]:.3f}"
+    plot(points, args.out / f"{stem}.png", title)
+    print(f"wrote {args.out / stem}.png and .json")
 
 
 if __name__ == "__main__":

@@ -25,12 +25,18 @@ def test_two_experiments_in_one_cluster_do_not_see_each_other(ray_cluster, tmp_p
         seen.append(ray.util.list_named_actors(all_namespaces=True))
         time.sleep(0.5)
     namespaces = {config.ray_namespace for config in configs}
-    both_running = [s for s in seen if {a["namespace"] for a in s} >= namespaces]
+
+    def names(snapshot, namespace):
+        return sorted(a["name"] for a in snapshot if a["namespace"] == namespace)
+
+    # ray.kill is asynchronous, so a job's actors may vanish in any order at its end: "both running" means
+    # both Synchronizers are up, and no snapshot may ever hold a second one (or a second trainer)
+    both_running = [s for s in seen if all("synchronizer" in names(s, ns) for ns in namespaces)]
     assert both_running, "the two jobs never ran at the same time"
-    for snapshot in both_running:
+    for snapshot in seen:
         for namespace in namespaces:
-            names = sorted(a["name"] for a in snapshot if a["namespace"] == namespace)
-            assert names.count("synchronizer") == 1 and names.count("trainer") <= 1, (namespace, names)
+            held = names(snapshot, namespace)
+            assert held.count("synchronizer") <= 1 and held.count("trainer") <= 1, (namespace, held)
     for config in configs:
         assert completed_steps(config.checkpoint_job_dir) == [1, 2, 3]
 
