@@ -18,6 +18,7 @@ PRESETS = sorted(p.stem for p in (REPO / "conf" / "experiment").glob("*.yaml"))
         ["algorithm=ppo", "trainer=fsdp2", "dry_run=true"],
         ["algorithm=on_policy_distill", "dry_run=true"],  # every type in-process: tests/test_experiment_stages.py
         *[[f"experiment={name}", "dry_run=true"] for name in PRESETS],
+        ["+experiment=calculator", "dry_run=true"],  # the other spelling of a preset's selection
     ],
     ids=lambda args: " ".join(args),
 )

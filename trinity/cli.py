@@ -9,7 +9,7 @@ def main() -> None:
         from trinity.studio.launch import main as studio
 
         raise SystemExit(studio(sys.argv[2:]))
-    from trinity.__main__ import main as hydra_app
+    from trinity.__main__ import entry as hydra_app
 
     hydra_app()
 
