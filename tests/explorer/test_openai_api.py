@@ -272,6 +272,7 @@ def test_parser_keys_need_the_api_and_auto_tool_choice_needs_a_parser(tmp_path, 
         validated(f"checkpoint_root_dir={tmp_path}", *overrides)
 
 
+@needs_vllm
 @pytest.mark.parametrize(
     "key, known", [("tool_call_parser", "hermes"), ("reasoning_parser", "qwen3")]
 )  # fmt: skip

@@ -6,6 +6,7 @@ the names where vLLM 0.32 (the pinned version) declares them: the dict literals 
 """
 
 import ast
+import functools
 import importlib.util
 from pathlib import Path
 from typing import List, Optional
@@ -22,8 +23,10 @@ def vllm_root() -> Optional[Path]:
     return Path(spec.origin).parent if spec and spec.origin else None
 
 
+@functools.cache
 def parser_names(key: str, root: Path) -> List[str]:
-    """The names vLLM at `root` registers for `key` (tool_call_parser or reasoning_parser)."""
+    """The names vLLM at `root` registers for `key` (tool_call_parser or reasoning_parser); read once per
+    process, though validation asks for every engine of every stage."""
     relative, variable = DECLARATIONS[key]
     path = root / relative
     for node in ast.parse(path.read_text()).body:
