@@ -2,9 +2,11 @@
 
 Every contestant runs as its own process on the same locally built model and arithmetic train set
 (bench/peer_loops.py says what "the same work" is, setting by setting): trinity synchronous
-(`sync_offset=0`) and one-step off-policy (`sync_offset=1`) through `python -m trinity stages=[]`, TRL's
-GRPOTrainer and the bare loop through bench/peer_loops.py. Rounds are interleaved (each round runs every
-contestant once, in turn) because this machine is shared and noisy; the load average is noted per run.
+(`sync_offset=0`) and one-step off-policy (`sync_offset=1`), each in mode both (explorer and trainer on their
+own device processes) and in mode colocate (one device process, taking turns), through `python -m trinity
+stages=[]`; TRL's GRPOTrainer and the bare loop through bench/peer_loops.py. Rounds are interleaved (each
+round runs every contestant once, in turn) because this machine is shared and noisy; the load average is noted
+per run.
 
 Per run: steady-state seconds per step (median gap between finished steps after `--warmup` steps),
 start-up (process start to the first finished step), and peak resident memory summed over the run's
@@ -13,6 +15,7 @@ Per contestant: medians over rounds, and the median over rounds of its ratio to 
 loop measured in the same round. Prints a table and writes JSON.
 
     python bench/peer.py [--model tiny|larger] [--rounds 5] [--steps 16] [--warmup 4] [--out FILE]
+                         [--contestants NAME ...]
 
 Needs the bench extra (`pip install -e ".[bench]"`, TRL 1.16).
 """
@@ -41,7 +44,13 @@ MODELS = {  # trinity overrides; `larger` is ~17M parameters with up to 64-token
                "model.tiny.num_attention_heads=6", "model.tiny.num_key_value_heads=2",
                "model.max_response_tokens=64"],
 }  # fmt: skip
-CONTESTANTS = ("trinity sync", "trinity off-policy", "trl", "bare")
+TRINITY = {  # contestant -> its mode and synchronizer.sync_offset
+    "trinity sync": ("both", 0),
+    "trinity off-policy": ("both", 1),
+    "trinity colocate": ("colocate", 0),
+    "trinity colocate off-policy": ("colocate", 1),
+}
+CONTESTANTS = (*TRINITY, "trl", "bare")
 LOOPS = Path(__file__).with_name("peer_loops.py")
 
 
@@ -54,10 +63,11 @@ def prepare(model: str, root: Path):
 
 
 def command(name: str, config, model: str, steps: int, run_dir: Path) -> list:
-    if name.startswith("trinity"):
-        offset = 0 if name == "trinity sync" else 1
+    if name in TRINITY:
+        mode, offset = TRINITY[name]
         return [sys.executable, "-m", "trinity", "stages=[]", f"checkpoint_root_dir={run_dir}", "name=peer",
-                f"buffer.total_steps={steps}", f"synchronizer.sync_offset={offset}", "explorer.eval_on_startup=false",
+                f"mode={mode}", f"buffer.total_steps={steps}", f"synchronizer.sync_offset={offset}",
+                "explorer.eval_on_startup=false",
                 f"explorer.eval_interval={10 * steps}", "trainer.save_interval=0", *MODELS[model]]  # fmt: skip
     return [sys.executable, str(LOOPS), name, "--model-dir", config.model.model_path, "--steps", str(steps),
             "--data", config.buffer.explorer_input.taskset.path,
@@ -122,15 +132,18 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=16)
     parser.add_argument("--warmup", type=int, default=4, help="finished steps left out of the steady state")
     parser.add_argument("--out", default="bench/results/peer.json")
+    parser.add_argument("--contestants", nargs="+", choices=CONTESTANTS, default=list(CONTESTANTS),
+                        help="a subset to run (the baselines trl and bare always run: ratios need them)")  # fmt: skip
     args = parser.parse_args()
+    contestants = [name for name in CONTESTANTS if name in {*args.contestants, "trl", "bare"}]
     with tempfile.TemporaryDirectory() as scratch:
         config = prepare(args.model, Path(scratch))
         rounds = []
         for number in range(args.rounds):
             rounds.append({name: summarise(run(name, config, args.model, args.steps, Path(scratch)), args.warmup)
-                           for name in CONTESTANTS})  # fmt: skip
+                           for name in contestants})  # fmt: skip
             print(f"round {number + 1}: " + ", ".join(f"{n} {r['step_s']:.3f} s/step" for n, r in rounds[-1].items()))
-    table = {name: table_row(name, rounds) for name in CONTESTANTS}
+    table = {name: table_row(name, rounds) for name in contestants}
     print_table(table, args)
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -152,9 +165,9 @@ def table_row(name: str, rounds: list) -> dict:
 def print_table(table: dict, args) -> None:
     print(f"\nGRPO steps, {args.model} model, {args.rounds} interleaved rounds of {args.steps} steps "
           f"(steady state after {args.warmup}); medians over rounds")  # fmt: skip
-    print(f"{'':20}{'s/step':>8}{'vs bare':>9}{'vs TRL':>8}{'peak RSS MB':>13}{'start-up s':>12}{'load':>6}")
+    print(f"{'':28}{'s/step':>8}{'vs bare':>9}{'vs TRL':>8}{'peak RSS MB':>13}{'start-up s':>12}{'load':>6}")
     for name, row in table.items():
-        print(f"{name:20}{row['step_s']:8.3f}{row['vs_bare']:9.2f}{row['vs_trl']:8.2f}"
+        print(f"{name:28}{row['step_s']:8.3f}{row['vs_bare']:9.2f}{row['vs_trl']:8.2f}"
               f"{row['peak_rss_mb']:13.0f}{row['startup_s']:12.1f}{row['load_avg']:6.1f}")  # fmt: skip
 
 

@@ -14,6 +14,18 @@ BAD = {
     # global
     "mode not supported yet": (["mode=serve"], "mode"),
     "sft has no explorer": (["algorithm=sft", "mode=both", DATASET], "mode"),
+    # colocate: one device process, weights copied inside it
+    "colocate with two engines": (
+        ["mode=colocate", "explorer.rollout_model.engine_num=2"],
+        "explorer.rollout_model.engine_num",
+    ),
+    "colocate on two nodes": (["mode=colocate", "cluster.node_num=2"], "cluster.node_num"),
+    "colocate on two GPUs": (["mode=colocate", "cluster.gpu_per_node=2"], "cluster.gpu_per_node"),
+    "colocate by checkpoint": (["mode=colocate", "synchronizer.sync_method=checkpoint"], "synchronizer.sync_method"),
+    "colocate with sequence parallel": (
+        ["mode=colocate", "trainer.actor.ulysses_sequence_parallel_size=2"],
+        "trainer.actor.ulysses_sequence_parallel_size",
+    ),
     "checkpoint root missing": (["checkpoint_root_dir="], "checkpoint_root_dir"),
     # data
     "built-in dataset without a directory": (["data.dir="], "data.dir"),
@@ -223,6 +235,16 @@ def test_offline_algorithms_force_checkpoint_sync_and_train_mode():
 def test_non_both_modes_turn_nccl_into_checkpoint():
     config = validated("mode=explore", "synchronizer.sync_method=nccl").configs[0]
     assert config.synchronizer.sync_method.value == "checkpoint"
+
+
+def test_colocate_is_one_device_with_every_thread_and_memory_sync():
+    result = validated("mode=colocate", "synchronizer.sync_method=nccl")
+    cluster, sync = result.configs[0].cluster, result.configs[0].synchronizer
+    assert (cluster.total_gpu_num, cluster.rollout_gpu_num, cluster.trainer_gpu_num) == (1, 1, 1)
+    assert cluster.cpu_threads_per_device == 2, "the threads of both CPU devices, for whichever phase runs"
+    assert sync.sync_method.value == "memory"
+    notes = {note.key: note for note in result.notes}
+    assert {"cluster.cpu_threads_per_device", "synchronizer.sync_method"} <= set(notes)
 
 
 def test_fresh_run_never_reuses_a_non_empty_job_dir(tmp_path):

@@ -129,8 +129,10 @@ def line_of(lines: list, start: str) -> str:
 
 
 def test_a_sweep_runs_each_job_in_its_own_dir_and_is_ranked_on_the_driver(tmp_path):
+    """Its jobs run in mode=colocate (the sweep test of that mode: tests/orchestration/test_colocate.py)."""
     command = [
         sys.executable, "-m", "trinity", "-m", "algorithm.optimizer.lr=0.001,0.003", "buffer.total_steps=2",
+        "mode=colocate",
         "trainer.save_interval=2", f"checkpoint_root_dir={tmp_path}", *EVAL_EVERY_STEP,
         *(o for o in TINY if not o.startswith("algorithm.optimizer.lr=")),
     ]  # fmt: skip
@@ -140,7 +142,11 @@ def test_a_sweep_runs_each_job_in_its_own_dir_and_is_ranked_on_the_driver(tmp_pa
     assert result.returncode == 0, result.stderr[-3000:]
     jobs = sorted(p.name for p in (tmp_path / "trinity" / "arithmetic").iterdir())  # each job its own directory
     assert jobs == ["algorithm.optimizer.lr=0.001", "algorithm.optimizer.lr=0.003"]
-    assert all(completed_steps(str(tmp_path / "trinity" / "arithmetic" / name)) == [2] for name in jobs)
+    for name in jobs:
+        job_dir = str(tmp_path / "trinity" / "arithmetic" / name)
+        assert completed_steps(job_dir) == [2]
+        scalars = read_scalars(f"{job_dir}/monitor/tensorboard/explorer")["rollout/model_version"]
+        assert [int(version) for _, version in scalars] == [0, 1], "colocate is synchronous"
     [sweep_dir] = [p.parent for p in (tmp_path / "hydra").rglob("multirun.yaml")]
     sweep = json.loads((sweep_dir / "sweep_summary.json").read_text())
     assert sweep["main_metric"] == ACCURACY and [entry["rank"] for entry in sweep["ranking"]] == [1, 2]

@@ -135,7 +135,10 @@ class Config:
     """A whole trinity run. Group sections are filled by the defaults list of conf/config.yaml."""
 
     mode: Optional[Mode] = setting(
-        None, help="both, train, explore, bench; empty means train for sft/dpo, else both.", auto=True
+        None,
+        help="both (explorer and trainer on their own devices), colocate (both in one device process, taking "
+        "turns), train, explore, bench; empty means train for sft/dpo, else both.",
+        auto=True,
     )
     project: str = setting("Trinity-RFT", help="Project; the first level under checkpoint_root_dir.")
     group: str = setting("", help="Optional level between project and name.")

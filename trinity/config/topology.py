@@ -8,8 +8,14 @@ from typing import List, Tuple
 from trinity.config.explorer import InferenceModelConfig
 from trinity.config.root import Config, Mode
 
-EXPLORER_MODES = (Mode.both, Mode.explore, Mode.bench)
-TRAINER_MODES = (Mode.both, Mode.train)
+EXPLORER_MODES = (Mode.both, Mode.explore, Mode.bench, Mode.colocate)
+TRAINER_MODES = (Mode.both, Mode.train, Mode.colocate)
+PAIRED_MODES = (Mode.both, Mode.colocate)  # an explorer and a trainer run together and sync weights
+
+
+def colocated_device_name(config: Config) -> str:
+    """colocate: the name of the job's one device process, the explorer's engine and the trainer's rank 0."""
+    return f"{config.trainer.name}_rank_0"
 
 
 def local_gpu_count() -> int:

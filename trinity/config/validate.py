@@ -124,7 +124,7 @@ def _rename_fresh_run(cfg: DictConfig, report: Report) -> None:
     continue_from_checkpoint=false, or trainer.resume_mode=disable in a mode that trains (its explorer
     would otherwise continue from the directory's progress files while the trainer starts over)."""
     if cfg.continue_from_checkpoint:
-        trains = cfg.mode is None or cfg.mode in ("both", "train")
+        trains = cfg.mode is None or cfg.mode in ("both", "train", "colocate")
         if not (trains and cfg.trainer.resume_mode == "disable"):
             return
         reason = "trainer.resume_mode=disable and the job directory is not empty"

@@ -174,6 +174,7 @@ def create_engines(
     ready_timeout: float = 600,
     model_index: int = 0,
     placement: Optional[Tuple[Any, int]] = None,
+    actor_class: type = None,
 ) -> List[Any]:
     """`engine_num` engine actors of one served model of a validated Config, loaded and ready:
     model_index 0 is `explorer.rollout_model`, i > 0 is `explorer.auxiliary_models[i - 1]`.
@@ -183,6 +184,7 @@ def create_engines(
     `seed + i`, so replicas never draw the same samples. Named `<name_prefix>_<i>` when a prefix is given. Raises
     TimeoutError naming the engines that were not ready after `ready_timeout` seconds. `placement`
     (placement group, first bundle index) pins engine i to bundle first + i of the job's reservation.
+    `actor_class`: an EngineActor subclass to start instead (colocate's device process).
     """
     spec = engine_specs(config)[model_index]
     if spec.tiny is not None:
@@ -191,7 +193,7 @@ def create_engines(
         resolve_model_path(spec.tiny)  # build once here rather than in every actor
     tp = spec.model.tensor_parallel_size
     resources = {"num_gpus": tp, "num_cpus": 1} if spec.device == "cuda" else {"num_cpus": spec.threads * tp}
-    actor_class = ray.remote(EngineActor)
+    actor_class = ray.remote(actor_class or EngineActor)
     handles = []
     for index in range(spec.model.engine_num):
         options: Dict[str, Any] = dict(resources)

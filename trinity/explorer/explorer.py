@@ -29,7 +29,7 @@ from trinity.config.buffer import StorageType
 from trinity.config.functions import ADVANTAGE_FN
 from trinity.config.quota import Quota
 from trinity.config.root import Config, Mode, SyncMethod, SyncStyle
-from trinity.config.topology import served_auxiliaries
+from trinity.config.topology import PAIRED_MODES, colocated_device_name, served_auxiliaries
 from trinity.explorer.engine_actor import create_engines
 from trinity.explorer.runner import TaskFailure, TaskRunner
 from trinity.explorer.top_up import StepTally, every_task_failed, still_short
@@ -53,12 +53,15 @@ class Explorer:
         meta = ray.get(self.state.load_explorer.remote())
         self.step = meta.get("latest_iteration", 0)
         resume = resume_checkpoint(config)  # the trainer's resume point, so that both continue from one step
-        trainer_meta = ray.get(self.state.load_trainer.remote(resume)) if config.mode == Mode.both else {}
+        trainer_meta = ray.get(self.state.load_trainer.remote(resume)) if config.mode in PAIRED_MODES else {}
         self.resumed = bool(trainer_meta.get("latest_iteration"))
         self.synchronizer = Synchronizer.get_actor(config)
-        self.engines = create_engines(
-            config, name_prefix=f"{self.name}_engine", namespace=config.ray_namespace, placement=placement
-        )
+        if config.mode == Mode.colocate:  # the job's one device process is the engine (and the trainer's rank)
+            self.engines = [ray.get_actor(colocated_device_name(config), namespace=config.ray_namespace)]
+        else:
+            self.engines = create_engines(
+                config, name_prefix=f"{self.name}_engine", namespace=config.ray_namespace, placement=placement
+            )
         self.auxiliary_engines = self._auxiliary_engines(placement)
         self.runner = TaskRunner.from_config(config, self.engines, self.auxiliary_engines)
         self.quota = Quota.of(config)
@@ -347,5 +350,6 @@ class Explorer:
     async def shutdown(self) -> None:
         import ray
 
-        for engine in [*self.engines, *(e for model in self.auxiliary_engines for e in model)]:
+        owned = self.engines if self.config.mode != Mode.colocate else []  # colocate: the job's device
+        for engine in [*owned, *(e for model in self.auxiliary_engines for e in model)]:
             ray.kill(engine)

@@ -6,6 +6,8 @@ is one of:
   put there once by trainer rank 0 and read zero-copy by every explorer;
 - `CheckpointWeights` (checkpoint method): a directory of safetensors shards whose layout the
   Synchronizer has checked; each explorer maps the files and copies what it needs;
+- `InEngineWeights` (memory method in colocate): the trainer rank already copied the weights into the engine
+  of its own process; the descriptor only carries their names and shapes;
 - a plain dict name -> tensor (anything else a caller hands to `set_model_state_dict`), passed on as is.
 
 This module must not import torch: the Synchronizer actor stays light.
@@ -32,11 +34,16 @@ class CheckpointWeights:
     meta: Tuple[TensorMeta, ...]
 
 
+@dataclass(frozen=True)
+class InEngineWeights:
+    meta: Tuple[TensorMeta, ...]
+
+
 def state_dict_meta(published: Any) -> Optional[List[TensorMeta]]:
     """Names, dtypes and shapes of whatever the Synchronizer holds; None when it holds nothing."""
     if published is None:
         return None
-    if isinstance(published, (ObjectStoreWeights, CheckpointWeights)):
+    if isinstance(published, (ObjectStoreWeights, CheckpointWeights, InEngineWeights)):
         return list(published.meta)
     if isinstance(published, dict):
         return [(name, str(tensor.dtype), tuple(tensor.shape)) for name, tensor in published.items()]

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Optional
 
 from trinity.config.root import Config, Mode
+from trinity.config.topology import TRAINER_MODES
 from trinity.config.trainer import ResumeMode
 from trinity.config.validate import Validated
 from trinity.job_layout import CheckpointError, latest_step, step_dir
@@ -73,7 +74,7 @@ def _stages_done(validated: Validated) -> Optional[str]:
 
 def stage_done(config: Config) -> Optional[str]:
     """For one job directory: a description of its finished progress, or None when work is left."""
-    if config.mode in (Mode.both, Mode.train):
+    if config.mode in TRAINER_MODES:
         return _trainer_done(config)
     if config.mode == Mode.explore:
         return _explorer_done(config)

@@ -61,7 +61,7 @@ def engine_bundles(config: Config) -> List[dict]:
 def job_bundles(config: Config) -> List[dict]:
     """The devices the mode uses: the explorer's engines first, then trainer ranks."""
     bundles = engine_bundles(config)
-    if config.mode in TRAINER_MODES:
+    if config.mode in TRAINER_MODES and config.mode != Mode.colocate:  # colocate: the rank shares the engine's
         bundles += [rank_bundle(config)] * config.cluster.trainer_gpu_num
     return bundles
 
@@ -86,13 +86,18 @@ def _run_held(config: Config) -> Dict[str, float]:
     synchronizer = Synchronizer.get_actor(config)
     state = create_state_actor(config)
     frozen: Tuple[str, ...] = ()
+    keepers = [state, synchronizer]
     try:
+        if config.mode == Mode.colocate:  # its explorer and trainer look the device up by name
+            from trinity.orchestration.colocated import start_colocated_device
+
+            keepers.append(start_colocated_device(config, group))
         return _run_mode(config, group, actors)
     except JobError as exc:
         frozen = exc.frozen
         raise
     finally:
-        _cleanup(config, actors, [state, synchronizer], frozen)
+        _cleanup(config, actors, keepers, frozen)
         release(group)
 
 

@@ -39,6 +39,8 @@ def init_group(rank: int, world_size: int, master_address: str, master_port: int
         device = torch.device("cuda", local)
     else:
         device = torch.device("cpu")
+    if world_size == 1 and dist.is_initialized() and dist.get_world_size() == 1:
+        return device  # colocate: the vllm engine of this process formed the one-process group already
     dist.init_process_group(
         collective_backend(device_type),
         init_method=f"tcp://{master_address}:{master_port}",

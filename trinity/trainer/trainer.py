@@ -22,6 +22,7 @@ from trinity.buffer.errors import BufferExhausted
 from trinity.config.functions import ADVANTAGE_FN, KL_PENALTY_FN, SAMPLE_STRATEGY
 from trinity.config.quota import planned_train_steps as planned_steps_of
 from trinity.config.root import Config, Mode, SyncMethod, SyncStyle
+from trinity.config.topology import PAIRED_MODES, colocated_device_name
 from trinity.config.trainer import ResumeMode
 from trinity.job_layout import CheckpointError, actor_dir, critic_dir
 from trinity.logs import apply_log_level
@@ -87,21 +88,12 @@ class Trainer:
     async def prepare(self) -> int:
         """Start the ranks, resume from the latest checkpoint, form the nccl group; returns the step."""
         config = self.config
-        world = config.cluster.trainer_gpu_num
-        cuda = config.cluster.device_type == "cuda"
-        resources = {"num_gpus": 1, "num_cpus": 1} if cuda else {"num_cpus": config.cluster.cpu_threads_per_device}
         address, port = node_address(), free_port()
-        worker = ray.remote(FSDPWorker)
-        group, first = self.placement or (None, 0)
-        self.workers = [
-            worker.options(  # named, so a stalled job's watchdog can name a frozen rank (orchestration.probe)
-                name=f"{config.trainer.name}_rank_{rank}",
-                namespace=config.ray_namespace,
-                **resources,
-                **in_bundle(group, first + rank),
-            ).remote(config, rank, world, address, port, self.total_steps)
-            for rank in range(world)
-        ]
+        if config.mode == Mode.colocate:  # the rank joins the engine in the job's one device process
+            self.workers = [ray.get_actor(colocated_device_name(config), namespace=config.ray_namespace)]
+            await self.workers[0].start_rank.remote(config, address, port, self.total_steps)
+        else:
+            self.workers = self._start_ranks(address, port)
         directory = resume_dir(config.trainer, config.checkpoint_job_dir, config.continue_from_checkpoint)
         if directory is not None:
             contents = [str(c) for c in config.trainer.actor.checkpoint.load_contents]
@@ -120,6 +112,25 @@ class Trainer:
             await self.sync_weight()
         await self.synchronizer.set_trainer_status.remote(RunningStatus.RUNNING)
         return self.step
+
+    def _start_ranks(self, address: str, port: int) -> List[Any]:
+        """One FSDP rank actor per trainer device, each on its bundle of the job's reservation."""
+        config = self.config
+        world = config.cluster.trainer_gpu_num
+        cuda = config.cluster.device_type == "cuda"
+        resources = {"num_gpus": 1, "num_cpus": 1} if cuda else {"num_cpus": config.cluster.cpu_threads_per_device}
+        group, first = self.placement or (None, 0)
+        return [
+            ray.remote(FSDPWorker)
+            .options(  # named, so a stalled job's watchdog can name a frozen rank (probe)
+                name=f"{config.trainer.name}_rank_{rank}",
+                namespace=config.ray_namespace,
+                **resources,
+                **in_bundle(group, first + rank),
+            )
+            .remote(config, rank, world, address, port, self.total_steps)
+            for rank in range(world)
+        ]
 
     # ---- the loop ------------------------------------------------------------------------------
 
@@ -236,7 +247,7 @@ class Trainer:
 
     async def _need_sync(self) -> bool:
         sync = self.config.synchronizer
-        if self.config.mode != Mode.both:  # no explorer runs beside this trainer; it reads checkpoints
+        if self.config.mode not in PAIRED_MODES:  # no explorer runs beside this trainer; it reads checkpoints
             return False
         if sync.sync_style == SyncStyle.explorer_driven:
             if self.last_sync_step == self.step:
@@ -306,7 +317,7 @@ class Trainer:
         try:
             if self.workers and self.step > self.last_save_step:
                 await self.save_checkpoint(final=True)
-            if self.workers and self.step > self.last_sync_step and self.config.mode == Mode.both:
+            if self.workers and self.step > self.last_sync_step and self.config.mode in PAIRED_MODES:
                 await self.sync_weight()
         finally:
             await self.synchronizer.set_trainer_status.remote(RunningStatus.STOPPED)

@@ -7,7 +7,7 @@ from trinity.config.errors import Report
 from trinity.config.fields import coerce_args
 from trinity.config.quota import rollout_rows_per_train_step
 from trinity.config.root import Config, Mode
-from trinity.config.topology import EXPLORER_MODES, TRAINER_MODES
+from trinity.config.topology import EXPLORER_MODES, PAIRED_MODES, TRAINER_MODES
 
 
 def check_buffer(config: Config, report: Report) -> None:
@@ -34,7 +34,7 @@ def check_buffer(config: Config, report: Report) -> None:
                 f"exceeds the per-device batch ({buffer.train_batch_size_per_device})",
                 f"set it to at most {buffer.train_batch_size_per_device}",
             )
-    if config.mode == Mode.both and config.synchronizer.sync_style != "trainer_driven":
+    if config.mode in PAIRED_MODES and config.synchronizer.sync_style != "trainer_driven":
         _check_feeding(config, report)
     if buffer.train_batch_size % algo.rows_per_example:
         report.problem(

@@ -12,9 +12,12 @@ def check_global(config: Config, report: Report) -> None:
     kind = config.algorithm.algorithm_type.value
     if config.mode is None:
         config.mode = Mode.train if config.algorithm.trains_from_dataset else Mode.both
-    if config.mode in (Mode.serve, Mode.colocate):
+    if config.mode == Mode.serve:
         report.problem(
-            "mode", config.mode, "is not supported yet", "use mode=both (explorer + trainer), train, explore or bench"
+            "mode",
+            config.mode,
+            "is not supported yet",
+            "use mode=both (explorer + trainer), colocate (both on one device), train, explore or bench",
         )
     if config.algorithm.trains_from_dataset and config.mode != Mode.train:
         report.problem(

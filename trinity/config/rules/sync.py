@@ -23,6 +23,8 @@ def check_synchronizer(config: Config, report: Report) -> None:
                 "sft/dpo sync at every checkpoint",
             )
             sync.sync_interval = config.trainer.save_interval
+    elif config.mode == Mode.colocate:
+        _hand_over_in_process(config, report)
     elif config.mode != Mode.both and sync.sync_method != SyncMethod.checkpoint:
         why = f"without trainer and explorer together (mode={config.mode}) weights travel by checkpoint"
         report.note("synchronizer.sync_method", sync.sync_method, SyncMethod.checkpoint, why)
@@ -38,3 +40,15 @@ def check_synchronizer(config: Config, report: Report) -> None:
             "explorer.eval_interval", explorer.eval_interval, rounded, "evaluations happen right after a weight sync"
         )
         explorer.eval_interval = rounded
+
+
+def _hand_over_in_process(config: Config, report: Report) -> None:
+    """colocate: the trainer copies its weights into the engine of its own process (method memory)."""
+    sync = config.synchronizer
+    if sync.sync_method == SyncMethod.nccl:
+        why = "colocate's engine and trainer share one process: weights are copied in it, never broadcast"
+        report.note("synchronizer.sync_method", sync.sync_method, SyncMethod.memory, why)
+        sync.sync_method = SyncMethod.memory
+    elif sync.sync_method == SyncMethod.checkpoint:
+        why = "colocate copies the weights into the engine of the trainer's own process, without files"
+        report.problem("synchronizer.sync_method", sync.sync_method, why, "set synchronizer.sync_method=memory")

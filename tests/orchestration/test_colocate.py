@@ -1,0 +1,46 @@
+"""mode=colocate end to end: one device process is the explorer's engine and the trainer's rank; a run and a
+resume of it (the sweep test, tests/orchestration/test_summary.py, runs colocated jobs)."""
+
+import json
+import time
+
+from tests.orchestration.conftest import small_config
+from trinity.job_layout import completed_steps
+from trinity.monitor import read_scalars
+from trinity.orchestration.job import run_job
+
+COLOCATE = ["mode=colocate", "trainer.save_interval=2"]
+
+
+def _actors_since(since_ms: float) -> dict:
+    """Name -> class of the named actors started since `since_ms`, from Ray's actor table (dead ones too)."""
+    from ray._private.state import actors
+
+    return {a["Name"]: a["ActorClassName"] for a in actors().values() if a["Name"] and a["StartTime"] >= since_ms}
+
+
+def _versions(job_dir: str) -> list:
+    """The model version each explore step rolled out with."""
+    scalars = read_scalars(f"{job_dir}/monitor/tensorboard/explorer")
+    return [int(value) for _, value in scalars["rollout/model_version"]]
+
+
+def test_colocate_runs_in_one_device_process_and_resumes_exactly(ray_cluster, tmp_path):
+    since_ms = time.time() * 1000
+    config = small_config(tmp_path, *COLOCATE, "buffer.total_steps=2")
+    metrics = run_job(config)
+    assert metrics["trainer/step"] == 2 and metrics["explorer/step"] == 2 and metrics["explorer/model_version"] == 2
+    started = _actors_since(since_ms)
+    assert started["trainer_rank_0"] == "ColocatedDevice"
+    assert not [name for name in started if name.startswith("explorer_engine")], started
+    assert _versions(config.checkpoint_job_dir) == [0, 1], "synchronous: step s rolls out with version s-1"
+
+    resumed = small_config(tmp_path, *COLOCATE, "buffer.total_steps=4")
+    metrics = run_job(resumed)
+    assert metrics["trainer/step"] == 4 and metrics["explorer/model_version"] == 4
+    assert completed_steps(config.checkpoint_job_dir) == [2, 4]
+    consumed = read_scalars(f"{config.checkpoint_job_dir}/monitor/tensorboard/trainer")["sample/explore_step"]
+    assert [int(value) for _, value in consumed] == [1, 2, 3, 4], "each explore step trained once"
+    assert _versions(config.checkpoint_job_dir) == [0, 1, 2, 3], "the resumed engine starts from step 2's weights"
+    explorer = json.loads((tmp_path / "trinity" / "arithmetic" / "explorer_meta.json").read_text())
+    assert explorer["taskset_states"][0]["current_index"] == 4 * 4

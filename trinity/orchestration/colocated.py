@@ -1,0 +1,88 @@
+"""colocate mode's one device process: the explorer's rollout engine and the trainer's only rank in one actor.
+
+The job starts it (as an engine, named like the trainer's rank 0); the explorer uses it as its engine and
+the trainer makes it its rank (`start_rank`). Generation batches and every rank call run on the engine's one
+worker thread, so rollout and training take turns, each with all of the device's threads, and never
+interleave inside a batch or an update. A weight sync copies the rank's parameters inside this process and
+announces the version (`InEngineWeights`): no object store, no file, no second process. The engine takes the
+copy when the explorer pulls it, at the explorer's own sync points, so a rollout step never mixes versions
+and the versions each step rolls out with are those of mode both.
+"""
+
+import asyncio
+import functools
+from typing import Any, Callable, Dict, Optional, Tuple
+
+import torch
+
+from trinity.config.root import Config
+from trinity.explorer.engine import EngineSpec
+from trinity.explorer.engine_actor import EngineActor, create_engines
+from trinity.manager.errors import SyncError
+from trinity.manager.published_weights import InEngineWeights
+from trinity.manager.weight_sync import state_dict_meta
+from trinity.trainer.fsdp_worker import FSDPWorker
+
+
+def start_colocated_device(config: Config, group: Any) -> Any:
+    """Start the job's device process on bundle 0 of its reservation, named as the trainer's rank 0
+    (`colocated_device_name`); returns it once its engine has loaded."""
+    prefix = f"{config.trainer.name}_rank"
+    [device] = create_engines(config, prefix, config.ray_namespace, placement=(group, 0), actor_class=ColocatedDevice)
+    return device
+
+
+# What the trainer controller calls on a rank; each runs on the device's worker thread.
+RANK_METHODS = ("train_step", "reference_logprobs", "teacher_logprobs", "critic_values", "save_checkpoint",
+                "load_checkpoint", "save_critic", "load_critic", "shutdown")  # fmt: skip
+
+
+class ColocatedDevice(EngineActor):
+    def __init__(self, spec: EngineSpec):
+        super().__init__(spec)
+        self.rank: Optional[FSDPWorker] = None
+        self.staged: Optional[Tuple[Dict[str, torch.Tensor], int]] = None  # published, not yet pulled
+
+    async def start_rank(self, config: Config, master_address: str, master_port: int, total_steps: int) -> None:
+        """Become the trainer's rank 0 of 1 (the trainer calls it once it knows how many steps it takes)."""
+        self.rank = await self._on_device(FSDPWorker, config, 0, 1, master_address, master_port, total_steps)
+
+    async def publish_weights(self, synchronizer: Any, step: int) -> Optional[int]:
+        """Copy the weights of `step` (replacing an unpulled older copy), then announce them as version `step`."""
+
+        def copy() -> InEngineWeights:
+            state = {name: tensor.detach().clone() for name, tensor in self.rank.full_state_dict().items()}
+            self.staged = (state, step)
+            return InEngineWeights(tuple(state_dict_meta(state)))
+
+        published = await self._on_device(copy)
+        await synchronizer.set_model_state_dict.remote(published, step)
+        return step
+
+    async def load_published(self, published: Any, version: int) -> int:
+        """The explorer's pull: the engine takes the newest copy published here (never an older one)."""
+        if not isinstance(published, InEngineWeights):
+            return await super().load_published(published, version)
+        if self.staged is not None and self.staged[1] >= version:
+            state, staged_version = self.staged
+            self.staged = None
+            await self.update_weights(state, staged_version)  # on the device thread, between batches
+        held = self.engine.model_version
+        if held < version:
+            raise SyncError(f"version {version} was announced but the colocated engine holds version {held}")
+        return held
+
+    async def _on_device(self, method: Callable, *args: Any) -> Any:
+        return await asyncio.get_running_loop().run_in_executor(self._worker, functools.partial(method, *args))
+
+
+def _rank_method(name: str) -> Callable:
+    async def on_device(self: ColocatedDevice, *args: Any) -> Any:
+        return await self._on_device(getattr(self.rank, name), *args)
+
+    on_device.__name__, on_device.__doc__ = name, getattr(FSDPWorker, name).__doc__
+    return on_device
+
+
+for _name in RANK_METHODS:
+    setattr(ColocatedDevice, _name, _rank_method(_name))
