@@ -16,6 +16,14 @@ def small_config(root, *overrides, stage: int = 0):
     return validate(compose([f"checkpoint_root_dir={root}", *SMALL, *overrides])).configs[stage]
 
 
+def actors_started_since(since_ms: float) -> dict:
+    """Name -> Ray's actor-table record (StartTime in ms, ActorClassName, ...) of the named actors started since
+    `since_ms`, dead ones too. Ray's public state API needs the dashboard, which these clusters do not run."""
+    from ray._private.state import actors
+
+    return {a["Name"]: a for a in actors().values() if a["Name"] and a["StartTime"] >= since_ms}
+
+
 def wait_for(condition, timeout: float, what: str, poll: float = 0.5) -> None:
     """Poll `condition` every `poll` seconds; AssertionError naming `what` after `timeout` seconds."""
     deadline = time.monotonic() + timeout

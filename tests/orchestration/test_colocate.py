@@ -4,19 +4,12 @@ resume of it (the sweep test, tests/orchestration/test_summary.py, runs colocate
 import json
 import time
 
-from tests.orchestration.conftest import small_config
+from tests.orchestration.conftest import actors_started_since, small_config
 from trinity.job_layout import completed_steps
 from trinity.monitor import read_scalars
 from trinity.orchestration.job import run_job
 
 COLOCATE = ["mode=colocate", "trainer.save_interval=2"]
-
-
-def _actors_since(since_ms: float) -> dict:
-    """Name -> class of the named actors started since `since_ms`, from Ray's actor table (dead ones too)."""
-    from ray._private.state import actors
-
-    return {a["Name"]: a["ActorClassName"] for a in actors().values() if a["Name"] and a["StartTime"] >= since_ms}
 
 
 def _versions(job_dir: str) -> list:
@@ -30,8 +23,8 @@ def test_colocate_runs_in_one_device_process_and_resumes_exactly(ray_cluster, tm
     config = small_config(tmp_path, *COLOCATE, "buffer.total_steps=2")
     metrics = run_job(config)
     assert metrics["trainer/step"] == 2 and metrics["explorer/step"] == 2 and metrics["explorer/model_version"] == 2
-    started = _actors_since(since_ms)
-    assert started["trainer_rank_0"] == "ColocatedDevice"
+    started = actors_started_since(since_ms)
+    assert started["trainer_rank_0"]["ActorClassName"] == "ColocatedDevice"
     assert not [name for name in started if name.startswith("explorer_engine")], started
     assert _versions(config.checkpoint_job_dir) == [0, 1], "synchronous: step s rolls out with version s-1"
 

@@ -5,7 +5,7 @@ import time
 
 import ray
 
-from tests.orchestration.conftest import small_config
+from tests.orchestration.conftest import actors_started_since, small_config
 from trinity.job_layout import completed_steps
 from trinity.monitor import read_scalars
 from trinity.orchestration.job import run_job
@@ -49,13 +49,5 @@ def test_both_mode_grpo_with_off_policy_offset(ray_cluster, tmp_path):
     scalars = read_scalars(f"{config.checkpoint_job_dir}/monitor/tensorboard/trainer")
     lags = [v for _, v in scalars["sample/version_lag_max"]]
     assert lags[1:] == [1.0, 1.0], lags  # one-step off-policy: step s trains on version s-2 experiences
-    started = actor_starts_since(since_ms)
+    started = {name: actor["StartTime"] for name, actor in actors_started_since(since_ms).items()}
     assert started["synchronizer"] <= started["state_manager"] <= min(started["explorer"], started["trainer"])
-
-
-def actor_starts_since(since_ms: float) -> dict:
-    """Name -> start time (ms) of the named actors started since `since_ms`, from Ray's actor table (dead
-    ones too). Ray's public state API needs the dashboard, which these clusters do not run."""
-    from ray._private.state import actors
-
-    return {a["Name"]: a["StartTime"] for a in actors().values() if a["Name"] and a["StartTime"] >= since_ms}

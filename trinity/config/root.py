@@ -69,7 +69,10 @@ class ClusterConfig:
         0, help="GPUs per node; 0 detects local GPUs and runs on CPU when there are none.", ge=0
     )
     cpu_devices_per_node: int = setting(
-        2, help="CPU mode: worker processes per node that count as devices for the explorer/trainer split.", ge=1
+        2,
+        help="CPU mode: worker processes per node that count as devices for the explorer/trainer split; in mode "
+        "colocate the one device process takes the threads of all of them.",
+        ge=1,
     )
     cpu_threads_per_device: int = setting(
         1, help="CPU mode: Ray CPUs and torch threads each device process (trainer rank, engine) uses.", ge=1

@@ -13,9 +13,14 @@ TRAINER_MODES = (Mode.both, Mode.train, Mode.colocate)
 PAIRED_MODES = (Mode.both, Mode.colocate)  # an explorer and a trainer run together and sync weights
 
 
+def rank_name_prefix(config: Config) -> str:
+    """Trainer rank r's actor is named `<prefix>_<r>`: a stalled job's watchdog names a frozen rank by it."""
+    return f"{config.trainer.name}_rank"
+
+
 def colocated_device_name(config: Config) -> str:
     """colocate: the name of the job's one device process, the explorer's engine and the trainer's rank 0."""
-    return f"{config.trainer.name}_rank_0"
+    return f"{rank_name_prefix(config)}_0"
 
 
 def local_gpu_count() -> int:

@@ -174,7 +174,7 @@ def create_engines(
     ready_timeout: float = 600,
     model_index: int = 0,
     placement: Optional[Tuple[Any, int]] = None,
-    actor_class: type = None,
+    actor_class: Optional[type] = None,
 ) -> List[Any]:
     """`engine_num` engine actors of one served model of a validated Config, loaded and ready:
     model_index 0 is `explorer.rollout_model`, i > 0 is `explorer.auxiliary_models[i - 1]`.

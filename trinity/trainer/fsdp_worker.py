@@ -44,6 +44,7 @@ class FSDPWorker:
         trainer = config.trainer
         if config.cluster.device_type == "cpu":
             torch.set_num_threads(config.cluster.cpu_threads_per_device)
+        self.owns_group = not dist.is_initialized()  # colocate with vllm: the engine's group, left to it
         self.device = init_group(
             rank, world_size, master_address, master_port, config.cluster.device_type, config.synchronizer.sync_timeout
         )
@@ -271,7 +272,7 @@ class FSDPWorker:
     def shutdown(self) -> None:
         if self.sender is not None:
             self.sender.close()
-        if dist.is_initialized():
+        if self.owns_group and dist.is_initialized():
             dist.destroy_process_group()
 
 

@@ -22,7 +22,7 @@ from trinity.buffer.errors import BufferExhausted
 from trinity.config.functions import ADVANTAGE_FN, KL_PENALTY_FN, SAMPLE_STRATEGY
 from trinity.config.quota import planned_train_steps as planned_steps_of
 from trinity.config.root import Config, Mode, SyncMethod, SyncStyle
-from trinity.config.topology import PAIRED_MODES, colocated_device_name
+from trinity.config.topology import PAIRED_MODES, colocated_device_name, rank_name_prefix
 from trinity.config.trainer import ResumeMode
 from trinity.job_layout import CheckpointError, actor_dir, critic_dir
 from trinity.logs import apply_log_level
@@ -122,8 +122,8 @@ class Trainer:
         group, first = self.placement or (None, 0)
         return [
             ray.remote(FSDPWorker)
-            .options(  # named, so a stalled job's watchdog can name a frozen rank (probe)
-                name=f"{config.trainer.name}_rank_{rank}",
+            .options(
+                name=f"{rank_name_prefix(config)}_{rank}",
                 namespace=config.ray_namespace,
                 **resources,
                 **in_bundle(group, first + rank),
