@@ -18,7 +18,8 @@ def stage_plan(kind: AlgorithmType) -> list:
     """(stage name, mode) of each stage the default experiment runs for `kind` (README: experiment section)."""
     if kind == AlgorithmType.sft:
         return [("sft_warmup", "train")]
-    return [("sft_warmup", "train"), (kind.value, "train" if kind == AlgorithmType.dpo else "both")]
+    mode = {AlgorithmType.dpo: "train", AlgorithmType.mix: "both", AlgorithmType.on_policy_distill: "both"}
+    return [("sft_warmup", "train"), (kind.value, mode.get(kind, "colocate"))]
 
 
 @pytest.mark.parametrize("kind", list(AlgorithmType), ids=lambda kind: kind.value)

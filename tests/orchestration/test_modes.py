@@ -50,4 +50,5 @@ def test_both_mode_grpo_with_off_policy_offset(ray_cluster, tmp_path):
     lags = [v for _, v in scalars["sample/version_lag_max"]]
     assert lags[1:] == [1.0, 1.0], lags  # one-step off-policy: step s trains on version s-2 experiences
     started = {name: actor["StartTime"] for name, actor in actors_started_since(since_ms).items()}
-    assert started["synchronizer"] <= started["state_manager"] <= min(started["explorer"], started["trainer"])
+    # the job's bookkeeping actors exist before the roles that look them up by name
+    assert max(started["synchronizer"], started["state_manager"]) <= min(started["explorer"], started["trainer"])

@@ -46,7 +46,7 @@ def test_the_page_opens_on_the_default_experiment_with_no_failing_check():
     assert not warnings(at) and not at.error
     assert not widget(at, "generate_config").disabled, widget(at, "generate_config").help
     assert any("Opened on the default experiment" in s.value for s in at.success), at.success
-    assert any("Runs 2 stages: sft_warmup (mode train), then grpo (mode both)" in i.value for i in at.info)
+    assert any("Runs 2 stages: sft_warmup (mode train), then grpo (mode colocate)" in i.value for i in at.info)
     assert widget(at, "exp_name").value == "arithmetic" and widget(at, "total_steps").value == 160
     expected = validate(compose([]))
     assert [c.name for c in at.session_state["_page"].evaluation.configs] == [c.name for c in expected.configs]

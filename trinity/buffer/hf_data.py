@@ -2,15 +2,16 @@
 
 A path is a local json/jsonl/parquet/csv file, a local directory (HF infers its splits and format),
 or the name of a dataset already in the local HF cache. Hub access is switched off while loading, so
-a name that is not cached fails at once instead of downloading.
+a name that is not cached fails at once instead of downloading. `datasets` (pandas, pyarrow: ~0.7 s)
+is imported on the first load, so the processes that only name a taskset's class never pay for it.
 """
 
 import contextlib
 from pathlib import Path
-from typing import Any, Dict, Iterator, List, Optional
+from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Optional
 
-import datasets
-import datasets.config
+if TYPE_CHECKING:
+    import datasets
 
 BUILDERS = {".json": "json", ".jsonl": "json", ".parquet": "parquet", ".csv": "csv"}
 
@@ -18,6 +19,8 @@ BUILDERS = {".json": "json", ".jsonl": "json", ".parquet": "parquet", ".csv": "c
 @contextlib.contextmanager
 def hub_offline() -> Iterator[None]:
     """No hub access, and no per-file progress bars (they flood the job's log with one line per load)."""
+    import datasets
+
     previous = datasets.config.HF_HUB_OFFLINE, datasets.is_progress_bar_enabled()
     datasets.config.HF_HUB_OFFLINE = True
     datasets.disable_progress_bar()
@@ -29,8 +32,10 @@ def hub_offline() -> Iterator[None]:
             datasets.enable_progress_bar()
 
 
-def load_local_dataset(path: str, split: str, subset_name: Optional[str], owner: str) -> datasets.Dataset:
+def load_local_dataset(path: str, split: str, subset_name: Optional[str], owner: str) -> "datasets.Dataset":
     """`owner` names the taskset or buffer in error messages."""
+    import datasets
+
     local = Path(path).expanduser()
     try:
         with hub_offline():
@@ -59,7 +64,7 @@ def load_local_dataset(path: str, split: str, subset_name: Optional[str], owner:
         ) from err
 
 
-def rows_at(dataset: datasets.Dataset, indices: List[int]) -> List[Dict[str, Any]]:
+def rows_at(dataset: "datasets.Dataset", indices: List[int]) -> List[Dict[str, Any]]:
     """The rows at `indices` (repeats allowed), each as a column -> value dict."""
     columns = dataset[indices]
     return [{name: values[i] for name, values in columns.items()} for i in range(len(indices))]

@@ -21,23 +21,12 @@ from trinity.config.buffer import ExperienceBufferConfig
 RPC_GRACE_S = 30.0  # extra client-side wait beyond the actor's own timeout, for a dead or stuck actor
 
 
-def replay_settings(buffer: ExperienceBufferConfig) -> Optional[Dict[str, Any]]:
-    replay = buffer.replay_buffer
-    if not replay.enable:
-        return None
-    return {
-        "priority_fn": str(replay.priority_fn),
-        "priority_fn_args": dict(replay.priority_fn_args),
-        "reuse_cooldown_time": replay.reuse_cooldown_time,
-    }
-
-
 class _QueueClient:
     def __init__(self, buffer: ExperienceBufferConfig, namespace: Optional[str] = None) -> None:
         self.name = buffer.name
         self.capacity = buffer.capacity
         self.timeout = float(buffer.max_read_timeout)
-        self._actor = get_queue_actor(buffer.name, buffer.capacity, replay_settings(buffer), namespace)
+        self._actor = get_queue_actor(buffer, namespace)
 
     def _call(self, method: str, *args, timeout: float):
         try:

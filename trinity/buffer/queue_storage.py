@@ -14,6 +14,7 @@ import ray
 
 from trinity.buffer.pools import Entry, FifoPool, PriorityPool
 from trinity.buffer.priority import make_priority_fn
+from trinity.config.buffer import ExperienceBufferConfig
 
 OK, CLOSED, TIMEOUT = "ok", "closed", "timeout"
 ACTOR_START_TIMEOUT_S = 120
@@ -133,12 +134,22 @@ def queue_actor_name(name: str) -> str:
     return f"queue-{name}"
 
 
-def get_queue_actor(name: str, capacity: int, replay: Optional[Dict[str, Any]], namespace: Optional[str] = None):
-    """The job's queue actor, created on first use. It is detached, so it does not die with whichever
-    client happened to create it; the job ends it with `destroy_queue`. A second client with other
-    settings is an error, not a silent share."""
+def replay_settings(buffer: ExperienceBufferConfig) -> Optional[Dict[str, Any]]:
+    replay = buffer.replay_buffer
+    if not replay.enable:
+        return None
+    return {
+        "priority_fn": str(replay.priority_fn),
+        "priority_fn_args": dict(replay.priority_fn_args),
+        "reuse_cooldown_time": replay.reuse_cooldown_time,
+    }
+
+
+def start_queue_actor(buffer: ExperienceBufferConfig, namespace: Optional[str] = None):
+    """The buffer's queue actor, submitted (created unless it exists): its process starts while the caller
+    goes on. The job starts it beside its other actors; `get_queue_actor` waits for it."""
     options = {
-        "name": queue_actor_name(name),
+        "name": queue_actor_name(buffer.name),
         "get_if_exists": True,
         "lifetime": "detached",
         "num_cpus": 0,
@@ -146,14 +157,22 @@ def get_queue_actor(name: str, capacity: int, replay: Optional[Dict[str, Any]], 
     }
     if namespace:
         options["namespace"] = namespace
-    actor = ray.remote(QueueStorage).options(**options).remote(name, capacity, replay)
+    return ray.remote(QueueStorage).options(**options).remote(buffer.name, buffer.capacity, replay_settings(buffer))
+
+
+def get_queue_actor(buffer: ExperienceBufferConfig, namespace: Optional[str] = None):
+    """The job's queue actor, created on first use. It is detached, so it does not die with whichever
+    client happened to create it; the job ends it with `destroy_queue`. A second client with other
+    settings is an error, not a silent share."""
+    name = buffer.name
+    actor = start_queue_actor(buffer, namespace)
     try:
         existing = ray.get(actor.settings.remote(), timeout=ACTOR_START_TIMEOUT_S)
     except ray.exceptions.GetTimeoutError as err:
         raise TimeoutError(
             f"buffer '{name}': queue actor {queue_actor_name(name)} did not start in {ACTOR_START_TIMEOUT_S} s"
         ) from err
-    wanted = {"capacity": capacity, "replay": replay}
+    wanted = {"capacity": buffer.capacity, "replay": replay_settings(buffer)}
     if existing != wanted:
         raise ValueError(
             f"buffer '{name}': queue actor {queue_actor_name(name)} already exists with {existing}, "

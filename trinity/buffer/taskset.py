@@ -10,8 +10,6 @@ Train tasksets serve full batches for `total_steps` steps (wrapping around the d
 
 from typing import Any, Dict, Iterator, List, Optional
 
-import datasets
-
 from trinity.buffer.chat import parse_chat, with_system
 from trinity.buffer.cursor import BatchCursor
 from trinity.buffer.errors import BufferExhausted
@@ -39,6 +37,8 @@ class TasksetReader:
         if not taskset.workflow_type or not taskset.reward_fn_type:
             raise ValueError(f"{owner}: workflow_type and reward_fn_type must be set (validate() fills them)")
         if taskset.storage_type == StorageType.sql:
+            import datasets
+
             from trinity.buffer.sql_tasks import read_tasks  # SQLAlchemy: only for an sql taskset
 
             self.dataset = datasets.Dataset.from_list(read_tasks(taskset.path, taskset.name))

@@ -167,14 +167,16 @@ class EngineActor:
                         request.future.set_result([mine[i : i + n] for i in range(0, len(mine), n)])
 
 
+ENGINE_READY_S = 600.0  # loading a model (and starting its server) on a busy machine
+
+
 def create_engines(
     config,
     name_prefix: Optional[str] = None,
     namespace: Optional[str] = None,
-    ready_timeout: float = 600,
+    ready_timeout: float = ENGINE_READY_S,
     model_index: int = 0,
     placement: Optional[Tuple[Any, int]] = None,
-    actor_class: Optional[type] = None,
 ) -> List[Any]:
     """`engine_num` engine actors of one served model of a validated Config, loaded and ready:
     model_index 0 is `explorer.rollout_model`, i > 0 is `explorer.auxiliary_models[i - 1]`.
@@ -184,8 +186,22 @@ def create_engines(
     `seed + i`, so replicas never draw the same samples. Named `<name_prefix>_<i>` when a prefix is given. Raises
     TimeoutError naming the engines that were not ready after `ready_timeout` seconds. `placement`
     (placement group, first bundle index) pins engine i to bundle first + i of the job's reservation.
-    `actor_class`: an EngineActor subclass to start instead (colocate's device process).
     """
+    handles = start_engines(config, name_prefix, namespace, model_index, placement)
+    wait_started(handles, config, ready_timeout, model_index)
+    return handles
+
+
+def start_engines(
+    config,
+    name_prefix: Optional[str] = None,
+    namespace: Optional[str] = None,
+    model_index: int = 0,
+    placement: Optional[Tuple[Any, int]] = None,
+    actor_class: Optional[type] = None,
+) -> List[Any]:
+    """The engine actors of `create_engines`, submitted: they load while the caller goes on (`wait_started`
+    waits for them). `actor_class`: an EngineActor subclass to start instead (colocate's device process)."""
     spec = engine_specs(config)[model_index]
     if spec.tiny is not None:
         from trinity.model.load import resolve_model_path
@@ -206,10 +222,15 @@ def create_engines(
             options.update(in_bundle(group, first_bundle + index))
         replica = dataclasses.replace(spec, model=dataclasses.replace(spec.model, seed=spec.model.seed + index))
         handles.append(actor_class.options(**options).remote(replica))  # each replica samples its own stream
-    wait_ready(handles, ready_timeout)
-    if spec.model.enable_openai_api:  # started now, so a server that cannot start fails the job at start-up
-        wait_serving(handles, ready_timeout)
     return handles
+
+
+def wait_started(handles: Sequence[Any], config, timeout: float = ENGINE_READY_S, model_index: int = 0) -> None:
+    """Until every engine of `start_engines` has loaded (and serves its OpenAI API when the model enables it:
+    a server that cannot start fails the job at start-up); TimeoutError naming the late ones."""
+    wait_ready(handles, timeout)
+    if engine_specs(config)[model_index].model.enable_openai_api:
+        wait_serving(handles, timeout)
 
 
 def wait_serving(handles: Sequence[Any], timeout: float) -> List[str]:

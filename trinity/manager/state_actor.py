@@ -118,11 +118,23 @@ class StateManagerActor:
 def create_state_actor(config: Any, start_timeout_s: float = 120.0):
     """The job's StateManager actor, started (created by the job runner; get-if-exists, so a second call
     joins it). Returns once it is alive, so the trainer and explorer created next always find it."""
-    handle = (
+    handle = start_state_actor(config)
+    wait_state_actor(handle, config, start_timeout_s)
+    return handle
+
+
+def start_state_actor(config: Any):
+    """The job's StateManager actor, submitted: its process starts while the caller goes on (its name is
+    registered at once, so `state_actor` finds it). `wait_state_actor` is the bounded wait for it."""
+    return (
         ray.remote(StateManagerActor)
         .options(name=STATE_MANAGER_NAME, namespace=config.ray_namespace, get_if_exists=True, num_cpus=0)
         .remote(config.checkpoint_job_dir, config.trainer.name, config.explorer.name)
     )
+
+
+def wait_state_actor(handle: Any, config: Any, start_timeout_s: float = 120.0) -> None:
+    """Until the StateManager actor is alive; killed and a TimeoutError after `start_timeout_s`."""
     try:
         ray.get(handle.__ray_ready__.remote(), timeout=start_timeout_s)
     except ray.exceptions.GetTimeoutError:
@@ -130,7 +142,6 @@ def create_state_actor(config: Any, start_timeout_s: float = 120.0):
         raise TimeoutError(
             f"the StateManager actor of job {config.ray_namespace!r} did not start in {start_timeout_s:g} s"
         ) from None
-    return handle
 
 
 def resume_checkpoint(config: Any) -> Optional[str]:

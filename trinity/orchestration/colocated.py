@@ -18,7 +18,7 @@ import torch
 from trinity.config.root import Config
 from trinity.config.topology import rank_name_prefix
 from trinity.explorer.engine import EngineSpec
-from trinity.explorer.engine_actor import EngineActor, create_engines
+from trinity.explorer.engine_actor import EngineActor, start_engines
 from trinity.manager.errors import SyncError
 from trinity.manager.published_weights import InEngineWeights
 from trinity.manager.weight_sync import state_dict_meta
@@ -27,9 +27,9 @@ from trinity.trainer.fsdp_worker import FSDPWorker
 
 def start_colocated_device(config: Config, group: Any) -> Any:
     """Start the job's device process on bundle 0 of its reservation, named as the trainer's rank 0
-    (`colocated_device_name`); returns it once its engine has loaded."""
+    (`colocated_device_name`); returns it at once, while it loads (`engine_actor.wait_started`)."""
     prefix = rank_name_prefix(config)
-    [device] = create_engines(config, prefix, config.ray_namespace, placement=(group, 0), actor_class=ColocatedDevice)
+    [device] = start_engines(config, prefix, config.ray_namespace, placement=(group, 0), actor_class=ColocatedDevice)
     return device
 
 

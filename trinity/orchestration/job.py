@@ -3,10 +3,11 @@
 Per job (the launcher runs this in one Ray task per job): generate the built-in dataset if the config
 asks for one; join or start Ray; on a cluster of several nodes, check that every node sees the job dir
 (`shared_root`); reserve the job's devices as one placement group; create the
-Synchronizer and then the StateManager actor (the single writer of the job's progress files), then
-the explorer and/or trainer actors the mode needs, all named in the job's own Ray namespace; prepare
-them; run; collect their final metrics; and remove every actor of the job — also when it fails or is
-interrupted. This is the one owner of a job's cleanup.
+StateManager actor (the single writer of the job's progress files) and the Synchronizer, then start
+the actors the mode needs at once (explorer, trainer, colocate's device process: each takes seconds to
+import and load), all named in the job's own Ray namespace; prepare them; run; collect their final
+metrics; and remove every actor of the job — also when it fails or is interrupted. This is the one
+owner of a job's cleanup.
 """
 
 import importlib
@@ -16,14 +17,15 @@ from typing import Dict, List, Optional, Tuple
 
 import ray
 
-from trinity.buffer.queue_storage import destroy_queue
+from trinity.buffer.queue_storage import destroy_queue, start_queue_actor
 from trinity.config.buffer import StorageType
 from trinity.config.data import BuiltinDataset
 from trinity.config.root import Config, Mode
 from trinity.config.topology import EXPLORER_MODES, TRAINER_MODES, served_engines
+from trinity.explorer.engine_actor import wait_started
 from trinity.logs import apply_log_level
 from trinity.manager import Synchronizer
-from trinity.manager.state_actor import create_state_actor
+from trinity.manager.state_actor import start_state_actor, wait_state_actor
 from trinity.orchestration.cluster import connect, engine_bundle, rank_bundle, release, reserve
 from trinity.orchestration.console import progress_view
 from trinity.orchestration.job_lock import job_lock
@@ -83,16 +85,16 @@ def _run_held(config: Config) -> Dict[str, float]:
     buffer = config.buffer.trainer_input.experience_buffer
     if buffer.storage_type == StorageType.queue:
         destroy_queue(buffer.name, config.ray_namespace)  # a crashed run's leftovers are never reused
+        start_queue_actor(buffer, config.ray_namespace)  # starts beside the job's other actors
+    state = start_state_actor(config)  # its process starts while this one imports the roles (torch: seconds)
+    role_classes = _role_classes(config)
     synchronizer = Synchronizer.get_actor(config)
-    state = create_state_actor(config)
+    wait_state_actor(state, config)
     frozen: Tuple[str, ...] = ()
     keepers = [state, synchronizer]
     try:
-        if config.mode == Mode.colocate:  # its explorer and trainer look the device up by name
-            from trinity.orchestration.colocated import start_colocated_device
-
-            keepers.append(start_colocated_device(config, group))
-        return _run_mode(config, group, actors)
+        _start_roles(config, group, actors, keepers, role_classes)
+        return _run_roles(config, actors)
     except JobError as exc:
         frozen = exc.frozen
         raise
@@ -101,24 +103,46 @@ def _run_held(config: Config) -> Dict[str, float]:
         release(group)
 
 
-def _run_mode(config: Config, group, actors: Dict[str, object]) -> Dict[str, float]:
-    from trinity.explorer.explorer import Explorer
-    from trinity.trainer.trainer import Trainer
-
-    namespace = config.ray_namespace
-    engines = len(engine_bundles(config))
+def _role_classes(config: Config) -> Dict[str, type]:
+    """The actor classes of the mode's roles (importing them loads torch: colocate's device needs nothing more)."""
+    classes: Dict[str, type] = {}
     if config.mode in EXPLORER_MODES:
+        from trinity.explorer.explorer import Explorer
+
+        classes["explorer"] = Explorer
+    if config.mode in TRAINER_MODES:
+        from trinity.trainer.trainer import Trainer
+
+        classes["trainer"] = Trainer
+    return classes
+
+
+def _start_roles(config: Config, group, actors: Dict[str, object], keepers: List[object], classes: Dict) -> None:
+    """Start every actor of the mode at once (each spends seconds importing and loading, and they share the
+    cores), then wait for colocate's device to load: the explorer and trainer it serves look it up by name."""
+    namespace = config.ray_namespace
+    devices = []
+    if config.mode == Mode.colocate:
+        from trinity.orchestration.colocated import start_colocated_device
+
+        devices = [start_colocated_device(config, group)]
+        keepers.extend(devices)
+    if "explorer" in classes:
         actors["explorer"] = (
-            ray.remote(Explorer)
+            ray.remote(classes["explorer"])
             .options(name=_explorer_name(config), namespace=namespace, num_cpus=0)
             .remote(config, (group, 0))
         )
-    if config.mode in TRAINER_MODES:
+    if "trainer" in classes:
         actors["trainer"] = (
-            ray.remote(Trainer)
+            ray.remote(classes["trainer"])
             .options(name=config.trainer.name, namespace=namespace, num_cpus=0)
-            .remote(config, (group, engines))
+            .remote(config, (group, len(engine_bundles(config))))
         )
+    wait_started(devices, config)
+
+
+def _run_roles(config: Config, actors: Dict[str, object]) -> Dict[str, float]:
     _await_all({role: actor.prepare.remote() for role, actor in actors.items()}, config, "prepare")
     if config.mode == Mode.bench:
         runs = {"explorer": actors["explorer"].benchmark.remote()}
