@@ -8,6 +8,7 @@ from omegaconf import OmegaConf
 from tests.conftest import REPO, problems, validated
 from trinity.config import compose
 from trinity.config.algorithm import AlgorithmType
+from trinity.config.errors import ConfigError
 from trinity.orchestration.stages import start_from
 
 TEACHER = "explorer.auxiliary_models[0].model_path"
@@ -77,3 +78,15 @@ def test_an_unset_teacher_with_no_stage_before_is_an_error(overrides, where):
     found = problems("algorithm=on_policy_distill", "explorer.auxiliary_models=[{}]", *overrides)
     assert found[TEACHER].rule.endswith("that stage's export" + where)
     assert "later stage" in found[TEACHER].fix
+
+
+def test_a_refusal_in_a_stage_that_sets_its_own_mode_names_that_stage_s_mode(tmp_path):
+    """The GRPO stage sets mode colocate itself, so a top-level `mode=both` would not reach it: the fix names
+    `stages.1.mode`, and that override is what makes room for an auxiliary model."""
+    judge = f"explorer.auxiliary_models=[{{model_path:{tmp_path},engine_num:1}}]"
+    with pytest.raises(ConfigError) as info:
+        validated(judge, staged=True)
+    [problem] = [p for p in info.value.problems if p.key == "explorer.auxiliary_models[0]"]
+    assert "(in stage 1)" in problem.rule and problem.fix == "use stages.1.mode=both", problem
+    configs = validated(judge, "stages.1.mode=both", "cluster.cpu_devices_per_node=4", staged=True).configs
+    assert [config.mode.value for config in configs] == ["train", "both"]

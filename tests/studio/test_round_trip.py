@@ -83,6 +83,12 @@ def scenario_opmd_lists(at, root):
     aux_engines = aux_key.replace(".model_path", ".engine_num")
     (root / "judge").mkdir(exist_ok=True)  # an auxiliary model path must exist
     set_values(at, **{eval_key: str(root / "eval set.jsonl"), aux_key: str(root / "judge"), aux_engines: 1})
+    set_values(at, extra_overrides=OWN_DEVICES)
+
+
+# one stage in mode both: the default experiment's opmd stage runs in colocate, which has no device for
+# an auxiliary model (and the page cannot set one stage's mode: it refuses list-index keys)
+OWN_DEVICES = "stages=[]"
 
 
 SCENARIOS = {
@@ -145,7 +151,8 @@ def test_a_written_config_loads_back_unchanged(tmp_path):
     at = make_valid(schema_page(), tmp_path)
     scenario_opmd_lists(at, tmp_path)
     expert(at)
-    set_values(at, extra_overrides="explorer.max_timeout=600.0\n++monitor.monitor_args={mode:offline}")
+    extra = [OWN_DEVICES, "explorer.max_timeout=600.0", "++monitor.monitor_args={mode:offline}"]
+    set_values(at, extra_overrides="\n".join(extra))
     generate(at)
     text, shown = config_file_text(at), resolved_config(at)
     path = tmp_path / f"{stem_of(text)}.yaml"

@@ -8,6 +8,7 @@ which check cross-group constraints and fill derived values. Nothing here starts
 import copy
 import dataclasses
 import difflib
+import re
 import time
 from typing import Any, List, Optional, Tuple
 
@@ -189,9 +190,18 @@ def _merge_stage_problems(problems: List[Problem], stages: Any) -> List[Problem]
         stages_in = [stage for stage, _ in members if stage is not None]
         if stages_in:
             where = f"stage {stages_in[0]}" if len(stages_in) == 1 else f"stages {', '.join(stages_in)}"
+            fix = _stage_mode_fix(fix, [stage for stage in stages_in if _stage_sets(stages[int(stage)], "mode")])
             merged.append(Problem(bare, members[0][1].value, f"{rule} (in {where})", fix))
         merged += [problem for stage, problem in members if stage is None]
     return merged
+
+
+def _stage_mode_fix(fix: str, own_mode: List[str]) -> str:
+    """A fix that says `mode=X` for stages that set their own mode: a top-level mode=X would not reach them
+    (the stage's value wins), so it names theirs (`stages.1.mode=X`)."""
+    if not own_mode:
+        return fix
+    return re.sub(r"(?<![\w.])mode=(\w+)", lambda m: " and ".join(f"stages.{i}.mode={m[1]}" for i in own_mode), fix)
 
 
 def _stage_sets(stage: Any, key: str) -> bool:
