@@ -121,12 +121,12 @@ def _start_roles(config: Config, group, actors: Dict[str, object], keepers: List
     """Start every actor of the mode at once (each spends seconds importing and loading, and they share the
     cores), then wait for colocate's device to load: the explorer and trainer it serves look it up by name."""
     namespace = config.ray_namespace
-    devices = []
+    device = None
     if config.mode == Mode.colocate:
         from trinity.orchestration.colocated import start_colocated_device
 
-        devices = [start_colocated_device(config, group)]
-        keepers.extend(devices)
+        device = start_colocated_device(config, group)
+        keepers.append(device)
     if "explorer" in classes:
         actors["explorer"] = (
             ray.remote(classes["explorer"])
@@ -139,7 +139,8 @@ def _start_roles(config: Config, group, actors: Dict[str, object], keepers: List
             .options(name=config.trainer.name, namespace=namespace, num_cpus=0)
             .remote(config, (group, len(engine_bundles(config))))
         )
-    wait_started(devices, config)
+    if device is not None:
+        wait_started([device], config)
 
 
 def _run_roles(config: Config, actors: Dict[str, object]) -> Dict[str, float]:
