@@ -1,5 +1,7 @@
-"""FSDP2 ranks on CPU: a 2-rank step equals a single-process step; checkpoints restore training exactly."""
+"""FSDP2 ranks on CPU: a 2-rank step equals a single-process step; checkpoints restore training exactly,
+also between a lone rank's plain model and FSDP2 shards."""
 
+import pytest
 import ray
 import torch
 
@@ -45,9 +47,11 @@ def _grpo(tmp_path):
     )
 
 
-def test_two_ranks_match_one_process(ray_cluster, tmp_path):
+@pytest.mark.parametrize("shared_prompts", [False, True], ids=["prompt per row", "prompt per group"])
+def test_two_ranks_match_one_process(ray_cluster, tmp_path, shared_prompts):
+    """One rank holds the plain model, two hold FSDP2 shards; groups that share a prompt run it once."""
     config = _grpo(tmp_path)
-    batch = collate(experiences(8, 60, seed=3), pad_token_id=0)
+    batch = collate(experiences(8, 60, seed=3, shared_prompts=shared_prompts), pad_token_id=0)
     results = {}
     for world, micro in ((1, 3), (2, 2)):
         workers = start(config, world)
@@ -90,6 +94,34 @@ def test_checkpoint_resume_continues_identically(ray_cluster, tmp_path):
     exported = AutoModelForCausalLM.from_pretrained(directory / "huggingface", local_files_only=True)
     assert sum(p.numel() for p in exported.parameters()) > 10_000
     assert torch.isfinite(next(exported.parameters())).all()
+
+
+def test_checkpoints_move_between_sharded_and_plain_ranks(ray_cluster, tmp_path):
+    """Two ranks (FSDP2 shards) save; a lone rank (plain model) loads and trains on identically, and back."""
+    config = _grpo(tmp_path)
+    batches = [collate(experiences(8, 60, seed=s, shared_prompts=True), pad_token_id=0) for s in (1, 2, 3)]
+    sharded = start(config, 2)
+    step(sharded, config, batches[0], 2)
+    saved = tmp_path / "sharded"
+    saved.mkdir()
+    ray.get([w.save_checkpoint.remote(str(saved), 1, ["model", "optimizer"]) for w in sharded])
+    continued = [step(sharded, config, b, 2) for b in batches[1:]]
+    stop(sharded)
+
+    plain = start(config, 1)
+    ray.get(plain[0].load_checkpoint.remote(str(saved), ["model", "optimizer"]))
+    resumed = [step(plain, config, batches[1], 2)]
+    saved_again = tmp_path / "plain"
+    saved_again.mkdir()
+    ray.get(plain[0].save_checkpoint.remote(str(saved_again), 2, ["model", "optimizer"]))
+    stop(plain)
+    sharded = start(config, 2)
+    ray.get([w.load_checkpoint.remote(str(saved_again), ["model", "optimizer"]) for w in sharded])
+    resumed.append(step(sharded, config, batches[2], 2))
+    stop(sharded)
+    for a, b in zip(continued, resumed, strict=True):
+        assert abs(a["actor/pg_loss"] - b["actor/pg_loss"]) < 1e-5
+        assert abs(a["actor/grad_norm"] - b["actor/grad_norm"]) < 1e-4
 
 
 def test_chunked_entropy_options_give_the_same_step(ray_cluster, tmp_path):

@@ -1,0 +1,57 @@
+"""Running each distinct prompt once gives the logits and gradients of a full pass, on the tiny model."""
+
+import pytest
+import torch
+from transformers import Qwen2Config, Qwen2ForCausalLM
+
+from tests.trainer.conftest import experiences, trainer_config
+from trinity.buffer.batch import collate
+from trinity.model.load import load_causal_lm, resolve_model_path
+from trinity.trainer.shared_prompt import distinct_prompts, response_logits, shares_prompts
+
+
+@pytest.fixture(scope="module")
+def model_path(tmp_path_factory):
+    return resolve_model_path(trainer_config(tmp_path_factory.mktemp("tiny")).model)
+
+
+def _logits_and_grads(model, micro, response_len, share):
+    model.zero_grad(set_to_none=True)
+    logits = response_logits(model, micro, response_len, share)
+    logits.float().log_softmax(-1).mean().backward()
+    return logits.detach(), {name: p.grad.clone() for name, p in model.named_parameters()}
+
+
+@pytest.mark.parametrize("shared_prompts", [True, False])
+def test_shared_pass_matches_the_full_pass(model_path, shared_prompts):
+    model = load_causal_lm(model_path).train()
+    batch = collate(experiences(12, 60, seed=5, group=4, shared_prompts=shared_prompts), pad_token_id=0)
+    micro = {key: batch[key] for key in ("input_ids", "attention_mask", "position_ids")}
+    response_len = batch["response_mask"].shape[1]
+    assert shares_prompts(model)
+    full_logits, full_grads = _logits_and_grads(model, micro, response_len, share=False)
+    shared_logits, shared_grads = _logits_and_grads(model, micro, response_len, share=True)
+    assert full_logits.shape == shared_logits.shape == (12, response_len, model.config.vocab_size)
+    assert (full_logits - shared_logits).abs().max() < 1e-4
+    for name, grad in full_grads.items():
+        assert torch.allclose(grad, shared_grads[name], atol=1e-5), name
+
+
+def test_distinct_prompts_groups_rows_by_their_prompt_columns():
+    ids = torch.tensor([[0, 5, 6, 1], [0, 5, 6, 2], [7, 5, 6, 3], [0, 5, 6, 4]])
+    mask = torch.tensor([[0, 1, 1, 1], [0, 1, 1, 1], [1, 1, 1, 1], [1, 1, 1, 1]])
+    first, owner = distinct_prompts(ids, mask, prompt_len=3)
+    # rows 0 and 1 share prompt and mask; row 3 has row 0's tokens but another mask
+    assert owner[0] == owner[1] and len(set(owner.tolist())) == 3
+    assert sorted(first.tolist()) == [0, 2, 3]
+    assert all(int(owner[first[number]]) == number for number in range(len(first)))
+
+
+def test_models_without_a_plain_cache_take_the_full_pass(model_path):
+    model = load_causal_lm(model_path).train()
+    model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    assert not shares_prompts(model), "gradient checkpointing turns the cache off"
+    windowed = Qwen2Config(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                           num_attention_heads=2, num_key_value_heads=1, use_sliding_window=True,
+                           sliding_window=4, max_window_layers=0)  # fmt: skip
+    assert not shares_prompts(Qwen2ForCausalLM(windowed))
