@@ -132,6 +132,34 @@ def test_concurrent_requests_are_merged_and_keep_their_own_limits(spec, engines,
         expired.generate([prompt])
 
 
+def test_an_announced_wave_is_one_batch(spec, engines, codec):
+    """`expect` holds the next batch until the wave's requests are in, or until its time is up."""
+    prompt = RemoteEngine(engines[0], spec, codec).encode("40+2=")
+    params = SamplingParams(n=2, max_tokens=4)
+    before = ray.get(engines[0].stats.remote(), timeout=60)
+    engines[0].expect.remote(2, 300.0)
+    first = engines[0].generate.remote([prompt], params, 60)
+    ready, _ = ray.wait([first], timeout=2.0)
+    assert not ready, "the first request of the wave ran without waiting for the second"
+    second = engines[0].generate.remote([prompt], params, 60)
+    assert [len(group) for (group,) in ray.get([first, second], timeout=60)] == [2, 2]
+    after = ray.get(engines[0].stats.remote(), timeout=60)
+    assert (after["requests"] - before["requests"], after["batches"] - before["batches"]) == (2, 1)
+    # a wave member that never asks holds the others only until the announced time is up
+    engines[0].expect.remote(2, 0.2)
+    (group,) = ray.get(engines[0].generate.remote([prompt], params, 60), timeout=60)
+    assert len(group) == 2
+
+
+def test_a_runner_announces_its_wave(config, engines, spec):
+    """Four tasks started together: their four requests are one batch (given all the time they need)."""
+    before = ray.get(engines[0].stats.remote(), timeout=60)
+    result = runner(config, engines, spec, runner_per_model=4, gather_s=300.0).run(tasks(4))
+    after = ray.get(engines[0].stats.remote(), timeout=60)
+    assert len(result.experiences) == 16 and not result.failures
+    assert (after["requests"] - before["requests"], after["batches"] - before["batches"]) == (4, 1)
+
+
 def test_workflow_threads_share_one_proxy_safely(spec, engines, codec):
     proxy = RemoteEngine(engines[0], spec, codec, deadline=time.monotonic() + 120)
     results, errors = {}, []

@@ -4,7 +4,10 @@
 the engine is busy wait in a queue and are merged into the next batch (requests with the same
 sampling settings share one `generate_rows` call, each row keeping its own token limit and
 deadline), so `runner_per_model` concurrent runners fill one batch instead of queueing behind each
-other. Weight updates run on the same single worker thread, so they never overlap a generation.
+other. A runner that starts several tasks at once says how many (`expect`), and the next batch
+waits for their requests (for as long as the runner allows) instead of starting with the first to
+arrive: one batch per wave, not a small one and then the rest. Weight updates run on the same single worker
+thread, so they never overlap a generation.
 
 `RemoteEngine` implements `RolloutEngine` over an actor handle with a local tokenizer, so a
 workflow runs unchanged against a local engine or an actor.
@@ -48,6 +51,8 @@ class EngineActor:
         self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="engine")
         self._pending: List[_Request] = []
         self._draining: Optional[asyncio.Task] = None
+        self._awaited: Optional[Tuple[int, float]] = None  # (requests still to come, until when): `expect`
+        self._arrived = asyncio.Event()
         self._counts = {"requests": 0, "batches": 0, "rows": 0}
         self._receiver = None  # the nccl weight-sync group member, once joined
         self._api = None  # the OpenAI-compatible server, once started (`serve_openai`)
@@ -63,6 +68,11 @@ class EngineActor:
     async def stats(self) -> Dict[str, int]:
         """Requests received, batches run and rows generated so far (requests / batches shows merging)."""
         return dict(self._counts)
+
+    async def expect(self, count: int, within_s: float) -> None:
+        """The caller is starting `count` tasks that each send a request now: the next batch waits for
+        them, for at most `within_s` seconds (a task may fail before it asks)."""
+        self._awaited = (count, time.monotonic() + within_s)
 
     async def update_weights(self, named_tensors: Dict[str, Any], version: int) -> int:
         loop = asyncio.get_running_loop()
@@ -120,6 +130,9 @@ class EngineActor:
         request = _Request(rows, limits, deadline, params, asyncio.get_running_loop().create_future())
         self._pending.append(request)
         self._counts["requests"] += 1
+        if self._awaited is not None:
+            self._awaited = (self._awaited[0] - 1, self._awaited[1])
+            self._arrived.set()
         if self._draining is None or self._draining.done():
             self._draining = asyncio.ensure_future(self._drain())
         return await request.future
@@ -127,6 +140,7 @@ class EngineActor:
     async def _drain(self) -> None:
         loop = asyncio.get_running_loop()
         while self._pending:
+            await self._gather()
             batch, self._pending = self._pending, []
             groups: Dict[SamplingParams, List[_Request]] = {}
             now = time.monotonic()
@@ -165,6 +179,19 @@ class EngineActor:
                     else:
                         n = request.params.n
                         request.future.set_result([mine[i : i + n] for i in range(0, len(mine), n)])
+
+    async def _gather(self) -> None:
+        """Wait until the announced wave has all arrived, or its time is up."""
+        while self._awaited is not None and self._awaited[0] > 0:
+            left = self._awaited[1] - time.monotonic()
+            if left <= 0:
+                break
+            self._arrived.clear()
+            try:
+                await asyncio.wait_for(self._arrived.wait(), left)
+            except asyncio.TimeoutError:
+                break
+        self._awaited = None
 
 
 ENGINE_READY_S = 600.0  # loading a model (and starting its server) on a busy machine

@@ -13,7 +13,7 @@ import statistics
 import threading
 import time
 import traceback
-from collections import deque
+from collections import Counter, deque
 from concurrent.futures import FIRST_COMPLETED, Future, wait
 from dataclasses import dataclass, replace
 from typing import Any, Deque, Dict, List, Optional, Sequence, Tuple
@@ -27,6 +27,10 @@ from trinity.explorer.task import RolloutTask, as_rollout_task
 from trinity.explorer.workflows.base import REWARD_SECONDS
 
 logger = logging.getLogger(__name__)
+
+# How long an engine holds a batch for the first requests of the attempts a runner starts together:
+# a wave of tasks sends them within milliseconds; a task that fails before it asks costs this much.
+GATHER_S = 0.1
 
 
 @dataclass
@@ -61,8 +65,10 @@ class TaskRunner:
         max_retry_times: int = 0,
         max_timeout: float = 1800.0,
         auxiliary: Sequence[Tuple[Sequence[Any], EngineSpec]] = (),
+        gather_s: float = GATHER_S,
     ):
-        """`auxiliary`: (engine actors, spec) per auxiliary model that workflows may query."""
+        """`auxiliary`: (engine actors, spec) per auxiliary model that workflows may query; `gather_s`:
+        how long an engine holds a batch for the tasks started with it (`_announce`)."""
         if not engines:
             raise ValueError("a TaskRunner needs at least one engine actor")
         self.codec = _codec(spec)
@@ -72,6 +78,7 @@ class TaskRunner:
         self.slots = [engine for engine in range(len(self.engines)) for _ in range(runner_per_model)]
         self.max_retry_times = max_retry_times
         self.max_timeout = max_timeout
+        self.gather_s = gather_s
 
     @classmethod
     def from_config(cls, config, engines: Sequence[Any], auxiliary: Sequence[Sequence[Any]] = ()) -> "TaskRunner":
@@ -105,10 +112,13 @@ class TaskRunner:
         running: Dict[Future, _Attempt] = {}
         retries = 0
         while queue or running:
+            wave = []
             while queue and free:
                 index, number = queue.popleft()
-                attempt = _Attempt(index, number, free.pop(0), time.monotonic() + self.max_timeout)
-                running[self._start(batch[index], attempt)] = attempt
+                wave.append(_Attempt(index, number, free.pop(0), time.monotonic() + self.max_timeout))
+            self._announce(wave)
+            for attempt in wave:
+                running[self._start(batch[attempt.index], attempt)] = attempt
             next_deadline = min(a.deadline for a in running.values())
             done, _ = wait(
                 list(running), timeout=max(0.0, next_deadline - time.monotonic()), return_when=FIRST_COMPLETED
@@ -135,6 +145,13 @@ class TaskRunner:
         experiences = [exp for index in sorted(results) for exp in results[index]]
         metrics = step_metrics(experiences, len(batch), len(failures), retries, time.monotonic() - started)
         return RunResult(experiences, metrics, failures)
+
+    def _announce(self, wave: List[_Attempt]) -> None:
+        """Tell each engine how many of the attempts starting now are its, so it batches their first
+        requests together (`EngineActor.expect`); fire and forget: a dead engine fails the requests."""
+        for engine, count in Counter(self.slots[attempt.slot] for attempt in wave).items():
+            if count > 1:
+                self.engines[engine].expect.remote(count, self.gather_s)
 
     def _start(self, task: RolloutTask, attempt: _Attempt) -> Future:
         future: Future = Future()
