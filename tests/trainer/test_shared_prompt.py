@@ -55,3 +55,27 @@ def test_models_without_a_plain_cache_take_the_full_pass(model_path):
                            num_attention_heads=2, num_key_value_heads=1, use_sliding_window=True,
                            sliding_window=4, max_window_layers=0)  # fmt: skip
     assert not shares_prompts(Qwen2ForCausalLM(windowed))
+
+
+class _WithoutLogitsToKeep(torch.nn.Module):
+    """A causal LM whose forward cannot limit its logits (as some remote-code models)."""
+
+    def __init__(self, inner):
+        super().__init__()
+        self.inner, self.config = inner, inner.config
+
+    def forward(self, input_ids, attention_mask, position_ids, use_cache=False):
+        return self.inner(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids)
+
+
+def test_a_forward_without_logits_to_keep_gets_the_full_logits_cut(model_path):
+    model = load_causal_lm(model_path)
+    batch = collate(experiences(6, 60, seed=2, group=3, shared_prompts=True), pad_token_id=0)
+    micro = {key: batch[key] for key in ("input_ids", "attention_mask", "position_ids")}
+    response_len = batch["response_mask"].shape[1]
+    plain = _WithoutLogitsToKeep(model)
+    assert not shares_prompts(plain)
+    with torch.no_grad():
+        expected = response_logits(model, micro, response_len, share=True)
+        got = response_logits(plain, micro, response_len, share=False)
+    assert got.shape == expected.shape and (got - expected).abs().max() < 1e-4

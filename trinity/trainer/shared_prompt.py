@@ -8,17 +8,23 @@ rounding) from fewer tokens, with autograd summing each shared prompt's gradient
 Whether a model takes this path is decided once per model (`shares_prompts`), never per batch, so
 FSDP ranks run the same number of forward passes. Models whose cache is not one plain key/value
 store per layer (sliding windows, recurrent state), and gradient checkpointing (which turns the
-cache off), take one full pass that computes logits only at the response positions.
+cache off), take one full pass, which computes logits only at the response positions where the
+model's forward takes `logits_to_keep` (remote code may not).
 """
+
+import functools
+import inspect
 
 import torch
 from transformers import DynamicCache
 from transformers.cache_utils import DynamicLayer
 
+from trinity.trainer.token_stats import at_response_positions
+
 
 def shares_prompts(model: torch.nn.Module) -> bool:
     """Whether `model` can run prompts and responses as two passes joined by a plain key/value cache."""
-    if getattr(model, "is_gradient_checkpointing", False):
+    if getattr(model, "is_gradient_checkpointing", False) or not _keeps_logits(type(model)):
         return False
     try:
         cache = DynamicCache(config=model.config)
@@ -33,9 +39,10 @@ def response_logits(model: torch.nn.Module, micro: dict, response_len: int, shar
     ids, mask, positions = micro["input_ids"], micro["attention_mask"], micro["position_ids"]
     prompt_len = ids.shape[1] - response_len
     if not share or prompt_len < 1:
-        logits = model(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=False,
-                       logits_to_keep=response_len + 1).logits  # fmt: skip
-        return logits[:, :response_len]
+        inputs = {"input_ids": ids, "attention_mask": mask, "position_ids": positions, "use_cache": False}
+        if not _keeps_logits(type(model)):
+            return at_response_positions(model(**inputs).logits, response_len)
+        return model(**inputs, logits_to_keep=response_len + 1).logits[:, :response_len]
     first, owner = distinct_prompts(ids, mask, prompt_len)
     prompts = model(input_ids=ids[first, :prompt_len], attention_mask=mask[first, :prompt_len],
                     position_ids=positions[first, :prompt_len], use_cache=True, logits_to_keep=1)  # fmt: skip
@@ -55,3 +62,9 @@ def distinct_prompts(ids: torch.Tensor, mask: torch.Tensor, prompt_len: int):
     first = torch.full((int(owner.max()) + 1,), len(owner), device=owner.device, dtype=rows.dtype)
     first = first.scatter_reduce(0, owner, rows, reduce="amin")
     return first, owner
+
+
+@functools.cache
+def _keeps_logits(model_class: type) -> bool:
+    """Whether the model's forward can compute logits at the last positions only (`logits_to_keep`)."""
+    return "logits_to_keep" in inspect.signature(model_class.forward).parameters
