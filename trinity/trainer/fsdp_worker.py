@@ -98,9 +98,10 @@ class FSDPWorker:
         precision = _mixed_precision(self.config)
         if precision is not None:
             options["mp_policy"] = precision
-        if _offload(trainer) and self.config.cluster.device_type == "cuda":
+        offload = _offload(trainer) and self.config.cluster.device_type == "cuda"
+        if offload:
             options["offload_policy"] = CPUOffloadPolicy()
-        if self.world_size == 1 and len(options) == 2:
+        if self.world_size == 1 and precision is None and not offload:
             return model.to(self.device)
         layers = list(_decoder_layers(model))
         for layer in layers:

@@ -49,7 +49,7 @@ def response_logits(model: torch.nn.Module, micro: dict, response_len: int, shar
     cache = prompts.past_key_values
     cache.batch_select_indices(owner)
     responses = model(input_ids=ids[:, prompt_len:], attention_mask=mask, position_ids=positions[:, prompt_len:],
-                      past_key_values=cache, use_cache=True, logits_to_keep=response_len).logits  # fmt: skip
+                      past_key_values=cache, use_cache=True).logits  # fmt: skip
     return torch.cat([prompts.logits[owner], responses[:, : response_len - 1]], dim=1)
 
 
