@@ -1,9 +1,11 @@
 """The experience record keeps its invariants and survives both encodings; collate lays batches out."""
 
 import json
+import struct
 
 import pytest
 import torch
+from safetensors.torch import load as load_tensors
 
 from trinity.buffer.batch import collate
 from trinity.buffer.experience import Experience
@@ -41,6 +43,22 @@ def test_round_trip(encode, decode):
         assert torch.equal(getattr(back, name), getattr(exp, name)), name
     assert back.returns is None and back.info == exp.info and back.metrics == exp.metrics
     assert (back.reward, back.group_id, back.eid) == (1.0, "3/t0", "3/t0/0/0")
+
+
+@pytest.mark.parametrize("response", [[7, 8, 9], []])
+def test_bytes_are_safetensors(response):
+    """to_bytes lays the format out itself: the safetensors library reads every tensor and the record back."""
+    exp = make([5, 6], response, action_mask=[True] * len(response), metrics={"acc": 0.5})
+    exp.advantages = torch.linspace(-1, 1, len(response))
+    data = exp.to_bytes()
+    tensors = load_tensors(data)
+    assert set(tensors) == {"tokens", "logprobs", "action_mask", "advantages"}
+    for name, tensor in tensors.items():
+        assert tensor.dtype == getattr(exp, name).dtype and torch.equal(tensor, getattr(exp, name)), name
+    (header_length,) = struct.unpack("<Q", data[:8])
+    assert header_length % 8 == 0
+    record = json.loads(json.loads(data[8 : 8 + header_length])["__metadata__"]["record"])
+    assert record["metrics"] == {"acc": 0.5} and record["prompt_length"] == 2
 
 
 def test_collate_pads_prompts_left_and_responses_right():

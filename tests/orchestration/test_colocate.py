@@ -2,6 +2,8 @@
 resume of it (the sweep test, tests/orchestration/test_summary.py, runs colocated jobs)."""
 
 import json
+import subprocess
+import sys
 import time
 
 from tests.orchestration.conftest import actors_started_since, small_config
@@ -16,6 +18,14 @@ def _versions(job_dir: str) -> list:
     """The model version each explore step rolled out with."""
     scalars = read_scalars(f"{job_dir}/monitor/tensorboard/explorer")
     return [int(value) for _, value in scalars["rollout/model_version"]]
+
+
+def test_the_device_starts_without_torch_in_the_job():
+    """The job starts colocate's device before it imports the roles (torch: seconds), so the slowest actor
+    to load starts at once: its module must load no torch in the job's process."""
+    code = "import sys\nimport trinity.orchestration.colocated\nassert 'torch' not in sys.modules, 'torch imported'\n"
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
 
 
 def test_colocate_runs_in_one_device_process_and_resumes_exactly(ray_cluster, tmp_path):

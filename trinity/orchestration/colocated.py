@@ -7,13 +7,14 @@ interleave inside a batch or an update. A weight sync copies the rank's paramete
 announces the version (`InEngineWeights`): no object store, no file, no second process. The engine takes the
 copy when the explorer pulls it, at the explorer's own sync points, so a rollout step never mixes versions
 and the versions each step rolls out with are those of mode both.
+
+Importing this module loads no torch (the device process does, as it starts): the job imports it and
+starts the device first, so the slowest actor to load is not held up by the job's own imports.
 """
 
 import asyncio
 import functools
 from typing import Any, Callable, Dict, Optional, Tuple
-
-import torch
 
 from trinity.config.root import Config
 from trinity.config.topology import rank_name_prefix
@@ -21,8 +22,6 @@ from trinity.explorer.engine import EngineSpec
 from trinity.explorer.engine_actor import EngineActor, start_engines
 from trinity.manager.errors import SyncError
 from trinity.manager.published_weights import InEngineWeights
-from trinity.manager.weight_sync import state_dict_meta
-from trinity.trainer.fsdp_worker import FSDPWorker
 
 
 def start_colocated_device(config: Config, group: Any) -> Any:
@@ -41,15 +40,18 @@ RANK_METHODS = ("train_step", "reference_logprobs", "teacher_logprobs", "critic_
 class ColocatedDevice(EngineActor):
     def __init__(self, spec: EngineSpec):
         super().__init__(spec)
-        self.rank: Optional[FSDPWorker] = None
-        self.staged: Optional[Tuple[Dict[str, torch.Tensor], int]] = None  # published, not yet pulled
+        self.rank = None  # the FSDPWorker, once the trainer made this its rank (`start_rank`)
+        self.staged: Optional[Tuple[Dict[str, Any], int]] = None  # tensors published, not yet pulled
 
     async def start_rank(self, config: Config, master_address: str, master_port: int, total_steps: int) -> None:
         """Become the trainer's rank 0 of 1 (the trainer calls it once it knows how many steps it takes)."""
+        from trinity.trainer.fsdp_worker import FSDPWorker
+
         self.rank = await self._on_device(FSDPWorker, config, 0, 1, master_address, master_port, total_steps)
 
     async def publish_weights(self, synchronizer: Any, step: int) -> Optional[int]:
         """Copy the weights of `step` (replacing an unpulled older copy), then announce them as version `step`."""
+        from trinity.manager.weight_sync import state_dict_meta
 
         def copy() -> InEngineWeights:
             state = {name: tensor.detach().clone() for name, tensor in self.rank.full_state_dict().items()}
@@ -81,7 +83,7 @@ def _rank_method(name: str) -> Callable:
     async def on_device(self: ColocatedDevice, *args: Any) -> Any:
         return await self._on_device(getattr(self.rank, name), *args)
 
-    on_device.__name__, on_device.__doc__ = name, getattr(FSDPWorker, name).__doc__
+    on_device.__name__, on_device.__doc__ = name, f"FSDPWorker.{name}, on the device's worker thread."
     return on_device
 
 

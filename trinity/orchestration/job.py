@@ -2,17 +2,18 @@
 
 Per job (the launcher runs this in one Ray task per job): generate the built-in dataset if the config
 asks for one; join or start Ray; on a cluster of several nodes, check that every node sees the job dir
-(`shared_root`); reserve the job's devices as one placement group; create the
-StateManager actor (the single writer of the job's progress files) and the Synchronizer, then start
-the actors the mode needs at once (explorer, trainer, colocate's device process: each takes seconds to
-import and load), all named in the job's own Ray namespace; prepare them; run; collect their final
-metrics; and remove every actor of the job — also when it fails or is interrupted. This is the one
-owner of a job's cleanup.
+(`shared_root`); reserve the job's devices as one placement group; start the job's actors, the slowest
+to load first (colocate's device process), then the queue, the StateManager (the single writer of the
+job's progress files) and the Synchronizer, then the explorer and trainer: each takes seconds to import
+and load, and does so while the next starts; all are named in the job's own Ray namespace; prepare them;
+run; collect their final metrics; and remove every actor of the job — also when it fails or is
+interrupted. This is the one owner of a job's cleanup.
 """
 
 import importlib
 import logging
 import time
+from concurrent.futures import ThreadPoolExecutor
 from typing import Dict, List, Optional, Tuple
 
 import ray
@@ -81,19 +82,11 @@ def _run_held(config: Config) -> Dict[str, float]:
     connect(config)
     check_shared_root(config)  # on several nodes: each must see the job dir, or the job stops here
     group = reserve(config, job_bundles(config))
-    actors: Dict[str, object] = {}
-    buffer = config.buffer.trainer_input.experience_buffer
-    if buffer.storage_type == StorageType.queue:
-        destroy_queue(buffer.name, config.ray_namespace)  # a crashed run's leftovers are never reused
-        start_queue_actor(buffer, config.ray_namespace)  # starts beside the job's other actors
-    state = start_state_actor(config)  # its process starts while this one imports the roles (torch: seconds)
-    role_classes = _role_classes(config)
-    synchronizer = Synchronizer.get_actor(config)
-    wait_state_actor(state, config)
+    actors: Dict[str, object] = {}  # the explorer and trainer
+    keepers: List[object] = []  # the job's other actors
     frozen: Tuple[str, ...] = ()
-    keepers = [state, synchronizer]
     try:
-        _start_roles(config, group, actors, keepers, role_classes)
+        _start_actors(config, group, actors, keepers)
         return _run_roles(config, actors)
     except JobError as exc:
         frozen = exc.frozen
@@ -103,8 +96,36 @@ def _run_held(config: Config) -> Dict[str, float]:
         release(group)
 
 
+def _start_actors(config: Config, group, actors: Dict[str, object], keepers: List[object]) -> None:
+    """Start the job's actors, the slowest to load first: each loads in its own process while the next
+    starts. Colocate's device (torch, the model, the engine) goes first, as this process imports nothing
+    heavy to start it; then the queue, the StateManager and the Synchronizer; then the explorer and trainer,
+    whose classes this process imports first (torch: seconds). Returns once the StateManager is up and
+    colocate's device has loaded (the explorer and trainer it serves look it up by name)."""
+    device = None
+    if config.mode == Mode.colocate:
+        from trinity.orchestration.colocated import start_colocated_device
+
+        device = start_colocated_device(config, group)
+        keepers.append(device)
+    buffer = config.buffer.trainer_input.experience_buffer
+    if buffer.storage_type == StorageType.queue:
+        destroy_queue(buffer.name, config.ray_namespace)  # a crashed run's leftovers are never reused
+        start_queue_actor(buffer, config.ray_namespace)
+    state = start_state_actor(config)
+    keepers.append(state)
+    with ThreadPoolExecutor(max_workers=1) as background:  # the Synchronizer starts while torch loads here
+        synchronizer = background.submit(Synchronizer.get_actor, config)
+        role_classes = _role_classes(config)
+        keepers.append(synchronizer.result())
+    wait_state_actor(state, config)
+    _start_roles(config, group, actors, role_classes)
+    if device is not None:
+        wait_started([device], config)
+
+
 def _role_classes(config: Config) -> Dict[str, type]:
-    """The actor classes of the mode's roles (importing them loads torch: colocate's device needs nothing more)."""
+    """The actor classes of the mode's roles (importing them loads torch)."""
     classes: Dict[str, type] = {}
     if config.mode in EXPLORER_MODES:
         from trinity.explorer.explorer import Explorer
@@ -117,16 +138,9 @@ def _role_classes(config: Config) -> Dict[str, type]:
     return classes
 
 
-def _start_roles(config: Config, group, actors: Dict[str, object], keepers: List[object], classes: Dict) -> None:
-    """Start every actor of the mode at once (each spends seconds importing and loading, and they share the
-    cores), then wait for colocate's device to load: the explorer and trainer it serves look it up by name."""
+def _start_roles(config: Config, group, actors: Dict[str, object], classes: Dict[str, type]) -> None:
+    """Start the explorer and trainer at once (each spends seconds importing and loading)."""
     namespace = config.ray_namespace
-    device = None
-    if config.mode == Mode.colocate:
-        from trinity.orchestration.colocated import start_colocated_device
-
-        device = start_colocated_device(config, group)
-        keepers.append(device)
     if "explorer" in classes:
         actors["explorer"] = (
             ray.remote(classes["explorer"])
@@ -139,8 +153,6 @@ def _start_roles(config: Config, group, actors: Dict[str, object], keepers: List
             .options(name=config.trainer.name, namespace=namespace, num_cpus=0)
             .remote(config, (group, len(engine_bundles(config))))
         )
-    if device is not None:
-        wait_started([device], config)
 
 
 def _run_roles(config: Config, actors: Dict[str, object]) -> Dict[str, float]:
