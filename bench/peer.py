@@ -75,8 +75,14 @@ def command(name: str, config, model: str, steps: int, run_dir: Path) -> list:
 
 
 def tree_rss_mb(process: psutil.Process) -> float:
+    """The resident memory of `process` and its descendants; 0 when one ended while the tree was listed
+    (the next sample counts it again)."""
+    try:
+        members = [process, *process.children(recursive=True)]
+    except psutil.Error:
+        return 0.0
     total = 0
-    for member in [process, *process.children(recursive=True)]:
+    for member in members:
         try:
             total += member.memory_info().rss
         except psutil.Error:  # gone between the listing and the read
