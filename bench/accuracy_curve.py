@@ -57,6 +57,10 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=Path("bench/results"))
     parser.add_argument("overrides", nargs="*", help="extra overrides of the run")
     args = parser.parse_args()
+    rooted = [o for o in args.overrides if o.split("=", 1)[0].lstrip("+~") == "checkpoint_root_dir"]
+    if rooted:
+        raise SystemExit(f"{rooted[0]}: the benchmark runs the preset in a fresh checkpoint root of its own; to "
+                         "read a run made elsewhere, pass its job dir with --job-dir")  # fmt: skip
     wall = None
     if args.job_dir is None:
         root = Path(tempfile.mkdtemp(prefix="trinity_accuracy_"))
