@@ -1,4 +1,5 @@
-"""Jobs sharing one Ray cluster keep to their own namespaces; a missing peer ends a sync wait by name."""
+"""Jobs sharing one Ray cluster keep to their own namespaces; a missing peer ends a sync wait by name; a job
+that fails while it starts leaves no actor behind."""
 
 import threading
 import time
@@ -6,12 +7,13 @@ import time
 import pytest
 import ray
 
-from tests.orchestration.conftest import small_config
+from tests.orchestration.conftest import small_config, wait_for
 from tests.orchestration.test_modes import SFT
 from trinity.explorer.explorer import Explorer
 from trinity.job_layout import completed_steps
 from trinity.manager import SyncError, Synchronizer
 from trinity.manager.state_actor import create_state_actor
+from trinity.orchestration import job
 from trinity.orchestration.job import run_job
 
 
@@ -63,3 +65,23 @@ def test_sync_timeout_names_the_missing_trainer(ray_cluster, tmp_path):
         ray.kill(explorer)
         ray.kill(synchronizer)
         ray.kill(state)
+
+
+@pytest.mark.parametrize("mode", ["both", "colocate"])
+def test_a_job_that_fails_while_starting_leaves_no_actor(ray_cluster, tmp_path, monkeypatch, mode):
+    """The role classes fail to import after the device, queue, StateManager and Synchronizer started."""
+    config = small_config(tmp_path, f"mode={mode}", "buffer.total_steps=1")
+
+    def broken_import(config):
+        raise ImportError("the role classes are broken")
+
+    monkeypatch.setattr(job, "_role_classes", broken_import)
+    with pytest.raises(ImportError, match="role classes are broken"):
+        run_job(config)
+
+    def left():
+        return [
+            a["name"] for a in ray.util.list_named_actors(all_namespaces=True) if a["namespace"] == config.ray_namespace
+        ]
+
+    wait_for(lambda: not left(), 30, "the failed job's actors to go")

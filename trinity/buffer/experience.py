@@ -19,6 +19,8 @@ from typing import Any, Dict, Optional
 import torch
 from safetensors.torch import load as load_tensors
 
+from trinity.safetensors_dtypes import TAG_TO_TORCH_NAME
+
 TENSOR_FIELDS = ("tokens", "logprobs", "action_mask", "advantages", "returns", "teacher_logprobs")
 DTYPES = {
     "tokens": torch.int64,
@@ -28,7 +30,7 @@ DTYPES = {
     "returns": torch.float32,
     "teacher_logprobs": torch.float32,
 }
-SAFETENSORS_TAGS = {torch.int64: "I64", torch.float32: "F32", torch.bool: "BOOL"}  # the format's dtype names
+SAFETENSORS_TAGS = {getattr(torch, name[len("torch.") :]): tag for tag, name in TAG_TO_TORCH_NAME.items()}
 
 
 @dataclass

@@ -25,26 +25,12 @@ from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 from trinity.atomic_file import fsync_directory
+from trinity.safetensors_dtypes import TAG_TO_TORCH_NAME
 
 FORMAT = "trinity-weight-shard/1"
 METADATA_KEY = "trinity_shard"
 SHARD_FILE = re.compile(r"^model_world_size_(\d+)_rank_(\d+)\.safetensors$")
 
-# safetensors dtype tag -> str(torch dtype)
-SAFETENSORS_DTYPES = {
-    "F64": "torch.float64",
-    "F32": "torch.float32",
-    "F16": "torch.float16",
-    "BF16": "torch.bfloat16",
-    "I64": "torch.int64",
-    "I32": "torch.int32",
-    "I16": "torch.int16",
-    "I8": "torch.int8",
-    "U8": "torch.uint8",
-    "BOOL": "torch.bool",
-    "F8_E4M3": "torch.float8_e4m3fn",
-    "F8_E5M2": "torch.float8_e5m2",
-}
 
 ShardInput = Union[Any, Tuple[Any, Sequence[int], int]]  # a full tensor, or (local slice, full shape, row offset)
 
@@ -210,7 +196,7 @@ def read_shard_index(directory: Union[str, Path], world_size: Optional[int] = No
             raise ShardError(f"{path}: tensors and layout metadata disagree about {odd[:5]}")
         for name in layout:  # the writer's order, i.e. the state dict's
             entry = entries[name]
-            dtype = SAFETENSORS_DTYPES.get(entry["dtype"])
+            dtype = TAG_TO_TORCH_NAME.get(entry["dtype"])
             if dtype is None:
                 raise ShardError(f"{path}: tensor {name!r} has unsupported dtype {entry['dtype']}")
             shape, offset = tuple(layout[name]["shape"]), int(layout[name]["offset"])

@@ -116,8 +116,10 @@ def _start_actors(config: Config, group, actors: Dict[str, object], keepers: Lis
     keepers.append(state)
     with ThreadPoolExecutor(max_workers=1) as background:  # the Synchronizer starts while torch loads here
         synchronizer = background.submit(Synchronizer.get_actor, config)
-        role_classes = _role_classes(config)
-        keepers.append(synchronizer.result())
+        try:
+            role_classes = _role_classes(config)
+        finally:  # kept even if the import fails: the detached Synchronizer would outlive the job
+            keepers.append(synchronizer.result())
     wait_state_actor(state, config)
     _start_roles(config, group, actors, role_classes)
     if device is not None:

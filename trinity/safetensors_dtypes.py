@@ -1,0 +1,17 @@
+"""The safetensors format's dtype tags, named once for the two modules that lay the format out by hand: the
+experience encoder (writes it) and the checkpoint shard reader (reads headers without loading torch)."""
+
+TAG_TO_TORCH_NAME = {
+    "F64": "torch.float64",
+    "F32": "torch.float32",
+    "F16": "torch.float16",
+    "BF16": "torch.bfloat16",
+    "I64": "torch.int64",
+    "I32": "torch.int32",
+    "I16": "torch.int16",
+    "I8": "torch.int8",
+    "U8": "torch.uint8",
+    "BOOL": "torch.bool",
+    "F8_E4M3": "torch.float8_e4m3fn",
+    "F8_E5M2": "torch.float8_e5m2",
+}
