@@ -105,7 +105,9 @@ class CriticCheckpointConfig:
 class ActorConfig:
     ppo_micro_batch_size_per_gpu: int = setting(4, help="Experiences per forward/backward pass on one device.", ge=1)
     ppo_max_token_len_per_gpu: int = setting(
-        16384, help="Token budget of one micro batch when use_dynamic_bsz is on.", ge=1
+        16384,
+        help="Token budget of one micro batch when use_dynamic_bsz is on, counted padded (rows x widest row).",
+        ge=1,
     )
     ulysses_sequence_parallel_size: int = setting(
         1,
@@ -176,7 +178,10 @@ class TrainerConfig:
         help="Pack sequences without padding tokens.",
         unapplied="micro batches are padded; use_dynamic_bsz already groups rows of similar length",
     )
-    use_dynamic_bsz: bool = setting(True, help="Form micro batches by token budget (ppo_max_token_len_per_gpu).")
+    use_dynamic_bsz: bool = setting(
+        True,
+        help="Form micro batches of similar-length rows by token budget (ppo_max_token_len_per_gpu).",
+    )
     use_fused_kernels: bool = setting(
         False,
         help="Use fused logprob/entropy kernels.",

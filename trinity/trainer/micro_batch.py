@@ -1,11 +1,13 @@
 """Splitting one train batch into per-rank micro batches, planned once in the controller.
 
 FSDP runs collectives in every forward and backward, so every rank must run the same number of
-micro batches: the plan gives each rank the same count, balancing tokens when asked. DPO rows come
-in (chosen, rejected) pairs, which are never split.
+micro batches: the plan gives each rank the same count, balancing tokens across ranks when asked.
+Within a rank, rows are taken in order of length and cut into consecutive micro batches, so rows of
+similar length share one and little of each padded tensor is padding (GRPO's responses range from a
+token or two to the length limit). DPO rows come in (chosen, rejected) pairs, which are never split.
 """
 
-from typing import List
+from typing import List, Sequence
 
 import torch
 
@@ -20,12 +22,14 @@ def plan(
     batch: Batch, world_size: int, micro_size: int, token_budget: int, dynamic: bool, balance: bool, pair: int = 1
 ) -> List[List[List[int]]]:
     """rows[rank][micro] -> row indices. Ranks get equal row counts (the batch size is validated to
-    split evenly); within a rank rows are cut into micro batches of `micro_size` rows, or, when
-    `dynamic`, of at most `token_budget` tokens, with the same micro-batch count on every rank."""
+    split evenly); within a rank, rows sorted by length are cut into micro batches of `micro_size` rows,
+    or, when `dynamic`, of at most `token_budget` tokens as the padded tensor holds them (rows x the
+    widest prompt plus the longest response; a lone unit wider than the budget runs alone), with the same
+    micro-batch count on every rank."""
     size = batch["input_ids"].shape[0]
     units = [list(range(start, start + pair)) for start in range(0, size, pair)]
-    lengths = row_lengths(batch)
-    unit_tokens = [int(lengths[u].sum()) for u in units]
+    lengths = row_lengths(batch).tolist()
+    unit_tokens = [sum(lengths[row] for row in u) for u in units]
     per_rank = len(units) // world_size
     order = sorted(range(len(units)), key=lambda i: -unit_tokens[i]) if balance else list(range(len(units)))
     ranks: List[List[int]] = [[] for _ in range(world_size)]
@@ -35,32 +39,61 @@ def plan(
         target = min(open_ranks, key=lambda r: loads[r]) if balance else open_ranks[0]
         ranks[target].append(unit)
         loads[target] += unit_tokens[unit]
-    if dynamic:
-        count = max(_count_by_budget([unit_tokens[u] for u in rank_units], token_budget) for rank_units in ranks)
-    else:
-        count = max(1, -(-per_rank * pair // micro_size))
-    return [_split(rank_units, unit_tokens, count, units) for rank_units in ranks]
+    widths = _Widths(batch, units)
+    chunked = []
+    for rank_units in ranks:
+        by_length = sorted(rank_units, key=lambda u: (widths.response[u], widths.prompt[u], u))
+        if dynamic:
+            chunked.append(_by_budget(by_length, widths, token_budget))
+        else:
+            step = max(1, micro_size // pair)
+            chunked.append([by_length[start : start + step] for start in range(0, len(by_length), step)])
+    count = max(len(chunks) for chunks in chunked)
+    return [[[row for unit in sorted(chunk) for row in units[unit]] for chunk in _split_to(chunks, count, widths)]
+            for chunks in chunked]  # fmt: skip
 
 
-def _count_by_budget(tokens: List[int], budget: int) -> int:
-    count, current = 1, 0
-    for value in tokens:
-        if current and current + value > budget:
-            count, current = count + 1, 0
-        current += value
-    return count
+class _Widths:
+    """Each unit's prompt and response token counts: a micro batch is as wide as its widest of each."""
+
+    def __init__(self, batch: Batch, units: List[List[int]]):
+        response_len = batch["response_mask"].shape[1]
+        attention = batch["attention_mask"]
+        prompt = attention[:, : attention.shape[1] - response_len].sum(dim=1).tolist()
+        response = attention[:, attention.shape[1] - response_len :].sum(dim=1).tolist()
+        self.rows = [len(u) for u in units]
+        self.prompt = [max(prompt[row] for row in u) for u in units]
+        self.response = [max(response[row] for row in u) for u in units]
+
+    def padded(self, chunk: Sequence[int]) -> int:
+        """Tokens of the padded tensor that `select` makes of these units."""
+        rows = sum(self.rows[u] for u in chunk)
+        return rows * (max(self.prompt[u] for u in chunk) + max(self.response[u] for u in chunk))
 
 
-def _split(rank_units: List[int], unit_tokens: List[int], count: int, units: List[List[int]]) -> List[List[int]]:
-    """`count` micro batches with roughly equal tokens (every micro batch gets at least one unit)."""
-    count = min(count, len(rank_units))
-    bins: List[List[int]] = [[] for _ in range(count)]
-    loads = [0] * count
-    for unit in sorted(rank_units, key=lambda u: -unit_tokens[u]):
-        target = min(range(count), key=lambda b: (loads[b], len(bins[b])))
-        bins[target].append(unit)
-        loads[target] += unit_tokens[unit]
-    return [[row for unit in sorted(b) for row in units[unit]] for b in bins]
+def _by_budget(by_length: List[int], widths: _Widths, budget: int) -> List[List[int]]:
+    """Consecutive runs of the length-sorted units, each as long as its padded tensor fits `budget`."""
+    chunks: List[List[int]] = []
+    rows = prompt = response = 0  # the open chunk's rows and widths
+    for unit in by_length:
+        grown = (rows + widths.rows[unit], max(prompt, widths.prompt[unit]), max(response, widths.response[unit]))
+        if chunks and grown[0] * (grown[1] + grown[2]) <= budget:
+            chunks[-1].append(unit)
+            rows, prompt, response = grown
+        else:
+            chunks.append([unit])
+            rows, prompt, response = widths.rows[unit], widths.prompt[unit], widths.response[unit]
+    return chunks
+
+
+def _split_to(chunks: List[List[int]], count: int, widths: _Widths) -> List[List[int]]:
+    """`chunks` cut further until there are `count` (the other ranks' count): the widest splits in half."""
+    chunks = [list(chunk) for chunk in chunks]
+    while len(chunks) < count:
+        index = max((i for i, c in enumerate(chunks) if len(c) > 1), key=lambda i: widths.padded(chunks[i]))
+        chunk = chunks.pop(index)
+        chunks[index:index] = [chunk[: len(chunk) // 2], chunk[len(chunk) // 2 :]]
+    return chunks
 
 
 def select(batch: Batch, rows: List[int]) -> Batch:
