@@ -31,7 +31,7 @@ def load_tokenizer(model_path: str, trust_remote_code: bool = False, chat_templa
 
     A directory whose tokenizer is the generic fast one (its `tokenizer.json` pipeline, as the tiny model's)
     loads with that class directly: importing AutoTokenizer's class tables costs every process that loads a
-    tokenizer ~1.4 s and ~160 MB, and on a Qwen2-architecture directory AutoTokenizer would pick Qwen's own
+    tokenizer ~1.4 s and ~150 MB, and on a Qwen2-architecture directory AutoTokenizer would pick Qwen's own
     class instead of the pipeline the directory names. Any other tokenizer loads through AutoTokenizer."""
     path = _local(model_path)
     if _names_generic_fast_tokenizer(path):

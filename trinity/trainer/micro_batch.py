@@ -14,10 +14,6 @@ import torch
 from trinity.buffer.batch import Batch
 
 
-def row_lengths(batch: Batch) -> torch.Tensor:
-    return batch["attention_mask"].sum(dim=1)
-
-
 def plan(
     batch: Batch, world_size: int, micro_size: int, token_budget: int, dynamic: bool, balance: bool, pair: int = 1
 ) -> List[List[List[int]]]:
@@ -28,8 +24,8 @@ def plan(
     micro-batch count on every rank."""
     size = batch["input_ids"].shape[0]
     units = [list(range(start, start + pair)) for start in range(0, size, pair)]
-    lengths = row_lengths(batch).tolist()
-    unit_tokens = [sum(lengths[row] for row in u) for u in units]
+    widths = _Widths(batch, units)
+    unit_tokens = widths.tokens
     per_rank = len(units) // world_size
     order = sorted(range(len(units)), key=lambda i: -unit_tokens[i]) if balance else list(range(len(units)))
     ranks: List[List[int]] = [[] for _ in range(world_size)]
@@ -39,7 +35,6 @@ def plan(
         target = min(open_ranks, key=lambda r: loads[r]) if balance else open_ranks[0]
         ranks[target].append(unit)
         loads[target] += unit_tokens[unit]
-    widths = _Widths(batch, units)
     chunked = []
     for rank_units in ranks:
         by_length = sorted(rank_units, key=lambda u: (widths.response[u], widths.prompt[u], u))
@@ -54,7 +49,8 @@ def plan(
 
 
 class _Widths:
-    """Each unit's prompt and response token counts: a micro batch is as wide as its widest of each."""
+    """Each unit's prompt and response token counts: a micro batch is as wide as its widest of each; a
+    unit's tokens (all its rows') weigh it when ranks are balanced."""
 
     def __init__(self, batch: Batch, units: List[List[int]]):
         response_len = batch["response_mask"].shape[1]
@@ -64,6 +60,7 @@ class _Widths:
         self.rows = [len(u) for u in units]
         self.prompt = [max(prompt[row] for row in u) for u in units]
         self.response = [max(response[row] for row in u) for u in units]
+        self.tokens = [sum(prompt[row] + response[row] for row in u) for u in units]
 
     def padded(self, chunk: Sequence[int]) -> int:
         """Tokens of the padded tensor that `select` makes of these units."""
