@@ -130,6 +130,26 @@ def test_per_row_limits_in_one_batch(engine):
     assert [s.finish_reason for s in samples] == ["length", "length"]
 
 
+def test_rows_that_end_leave_the_batch(spec):
+    """After a row's last token the model computes only the rows still generating, and what those
+    generate is what they generate alone."""
+    engine = create_engine(spec)
+    rows = [engine.encode("1+1="), engine.encode("22+22="), engine.encode("3+4=")]
+    greedy = SamplingParams(temperature=0.0, max_tokens=8, min_tokens=8)
+    batch_sizes = []
+    hook = engine.model.register_forward_pre_hook(
+        lambda _module, _args, kwargs: batch_sizes.append(kwargs["input_ids"].shape[0]), with_kwargs=True
+    )
+    try:
+        together = engine.generate_rows(rows, greedy, max_tokens=[2, 8, 5], deadlines=[None] * 3)
+    finally:
+        hook.remove()
+    assert batch_sizes == [3, 3, 2, 2, 2, 1, 1, 1]  # the prompt, then one forward per further token
+    alone = engine.generate_rows(rows[1:2], greedy, max_tokens=[8], deadlines=[None])
+    assert together[1].response_ids == alone[0].response_ids
+    assert torch.allclose(torch.tensor(together[1].logprobs), torch.tensor(alone[0].logprobs), atol=1e-4)
+
+
 def test_rollout_args_override_engine_defaults(engine):
     params = engine.defaults.updated({"temperature": 0.5, "max_tokens": 7, "top_p": None, "logprobs": 0, "n": 4})
     assert (params.temperature, params.max_tokens, params.n) == (0.5, 7, 4)

@@ -1,35 +1,29 @@
-"""The default rollout backend: transformers `generate` with KV cache, batched across prompts
-(left padding), on CPU or CUDA.
+"""The default rollout backend: transformers models with KV cache, batched across prompts (left padding),
+on CPU or CUDA, through our own decode loop (`decode_loop`: finished rows leave the batch).
 
-Sampling is driven by our own logits-processor chain so the returned logprobs are exactly defined:
-the first processor records log softmax(logits / T) of the raw model logits (T = 1 when greedy),
-then min-tokens masking, repetition penalty, temperature, top-k and top-p shape the distribution,
-and the last one draws the token with the engine's own seeded generator and leaves only it
-selectable, so `generate` runs in greedy mode and never touches the global torch RNG (two engines
-in one process sample independently and reproducibly). The model's shipped generation config is
-replaced by a neutral one, so checkpoint defaults (a Qwen top_k=20, say) never change the
-distribution behind the engine's back.
+Sampling is driven by our own processor chain so the returned logprobs are exactly defined: each step
+records log softmax(logits / T) of the raw model logits (T = 1 when greedy), then min-tokens masking,
+repetition penalty, temperature, top-k and top-p shape the distribution, and the last processor draws
+the token with the engine's own seeded generator, never the global torch RNG (two engines in one
+process sample independently and reproducibly). The checkpoint's generation config is never read, so
+its defaults (a Qwen top_k=20, say) never change the distribution behind the engine's back.
 """
 
 import threading
-import time
 import warnings
 from typing import Any, Dict, List, Optional, Sequence, Union
 
 import torch
 from transformers import (
-    GenerationConfig,
     LogitsProcessor,
-    LogitsProcessorList,
     MinNewTokensLengthLogitsProcessor,
     RepetitionPenaltyLogitsProcessor,
-    StoppingCriteria,
-    StoppingCriteriaList,
     TemperatureLogitsWarper,
     TopKLogitsWarper,
     TopPLogitsWarper,
 )
 
+from trinity.explorer.decode_loop import decode
 from trinity.explorer.engine import EngineSpec, LocalEngine, Prompt, TaskTimeout, TextCodec
 from trinity.explorer.sampling import Sample, SamplingParams
 from trinity.model.load import load_causal_lm, load_tokenizer, resolve_model_path, stop_token_ids
@@ -42,9 +36,6 @@ class HFEngine(LocalEngine):
         super().__init__(spec, TextCodec(tokenizer, stop_token_ids(path, tokenizer), spec.model.enable_thinking))
         self.model = load_causal_lm(path, spec.model.dtype.value, spec.device, spec.trust_remote_code)
         self.model.requires_grad_(False)
-        self.model.generation_config = GenerationConfig(
-            eos_token_id=self.codec.stop_token_ids, pad_token_id=self.codec.pad_token_id
-        )
         self.device = torch.device(spec.device)
         self._version = 0
         self._lock = threading.Lock()  # one generate or weight update at a time
@@ -73,38 +64,28 @@ class HFEngine(LocalEngine):
             for index, row in enumerate(rows):
                 input_ids[index, width - len(row) :] = torch.tensor(row)
                 attention_mask[index, width - len(row) :] = 1
-            recorder = _LogprobRecorder(params.temperature or 1.0)
-            limits = _RowLimits(width, max_tokens, deadlines, self.device)
-            sequences = self.model.generate(
-                input_ids=input_ids.to(self.device),
-                attention_mask=attention_mask.to(self.device),
-                generation_config=self._generation_config(max(max_tokens)),
-                logits_processor=LogitsProcessorList([recorder, *self._shaping(params, width)]),
-                stopping_criteria=StoppingCriteriaList([limits]),
+            decoded = decode(
+                self.model,
+                input_ids.to(self.device),
+                attention_mask.to(self.device),
+                max_tokens,
+                deadlines,
+                self.codec.stop_token_ids,
+                self._shaping(params, width),
+                params.temperature or 1.0,
             )
-            logprobs = recorder.finish(sequences).cpu()
-            generated = sequences[:, width:].cpu()
         return [
-            self._row_result(list(rows[i]), generated[i], logprobs[i], max_tokens[i], limits.expired.get(i), version)
-            for i in range(len(rows))
+            self._row_result(list(row), tokens, logprobs, i in decoded.expired, version)
+            for i, (row, tokens, logprobs) in enumerate(zip(rows, decoded.tokens, decoded.logprobs, strict=True))
         ]
-
-    def _generation_config(self, max_new_tokens: int) -> GenerationConfig:
-        """Greedy over the processed scores: when sampling, `_Sampler` has already chosen the token."""
-        return GenerationConfig(
-            max_new_tokens=max_new_tokens,
-            do_sample=False,
-            num_beams=1,
-            use_cache=True,
-            eos_token_id=self.codec.stop_token_ids,
-            pad_token_id=self.codec.pad_token_id,
-        )
 
     def _shaping(self, params: SamplingParams, width: int) -> List[LogitsProcessor]:
         """What turns the recorded distribution into the sampled one (after the recorder)."""
         chain: List[LogitsProcessor] = []
         if params.min_tokens:
-            chain.append(MinNewTokensLengthLogitsProcessor(width, params.min_tokens, self.codec.stop_token_ids))
+            chain.append(
+                MinNewTokensLengthLogitsProcessor(width, params.min_tokens, self.codec.stop_token_ids, self.device)
+            )
         if params.repetition_penalty != 1.0:
             chain.append(RepetitionPenaltyLogitsProcessor(params.repetition_penalty))
         if params.temperature:
@@ -117,21 +98,17 @@ class HFEngine(LocalEngine):
             chain.append(_Sampler(self._generator))
         return chain
 
-    def _row_result(self, prompt, generated, logprobs, limit, expired_at, version) -> Union[Sample, TaskTimeout]:
-        """The row's sample: its tokens up to the first stop token or its limit. A row its deadline
-        stopped first (after `expired_at` tokens, none a stop token) is a timeout: what follows is padding."""
-        tokens = generated[:limit].tolist()
-        stops = set(self.codec.stop_token_ids)
-        end = next((i + 1 for i, token in enumerate(tokens) if token in stops), None)
-        if expired_at is not None and (end is None or end > expired_at):
-            return TaskTimeout(f"generation ran past its deadline after {expired_at} of {limit} tokens")
-        response = tokens[:end] if end is not None else tokens
+    def _row_result(self, prompt, tokens, logprobs, expired, version) -> Union[Sample, TaskTimeout]:
+        """The row's sample; a row its deadline stopped before a stop token or its limit is a timeout."""
+        if expired:
+            return TaskTimeout(f"generation ran past its deadline after {len(tokens)} tokens")
+        stopped = bool(tokens) and tokens[-1] in self.codec.stop_token_ids
         return Sample(
             prompt_ids=prompt,
-            response_ids=response,
-            logprobs=logprobs[: len(response)].tolist(),
-            finish_reason="stop" if end is not None else "length",
-            text=self.codec.decode(response),
+            response_ids=tokens,
+            logprobs=logprobs,
+            finish_reason="stop" if stopped else "length",
+            text=self.codec.decode(tokens),
             model_version=version,
         )
 
@@ -163,35 +140,9 @@ class HFEngine(LocalEngine):
             self._version = version
 
 
-class _LogprobRecorder(LogitsProcessor):
-    """Records log softmax(raw logits / T) of each generated token.
-
-    At step t the processor sees the token sampled at step t-1 as the last input id, so it keeps
-    only the previous step's distribution; `finish` reads the final token's after generation.
-    """
-
-    def __init__(self, temperature: float):
-        self.temperature = temperature
-        self.steps: List[torch.Tensor] = []
-        self._previous: Optional[torch.Tensor] = None
-
-    def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
-        if self._previous is not None:
-            self.steps.append(self._previous.gather(1, input_ids[:, -1:]).squeeze(1))
-        self._previous = torch.log_softmax(scores.float() / self.temperature, dim=-1)
-        return scores
-
-    def finish(self, sequences: torch.LongTensor) -> torch.Tensor:
-        if self._previous is not None:
-            self.steps.append(self._previous.gather(1, sequences[:, -1:]).squeeze(1))
-        if not self.steps:
-            return torch.zeros((sequences.shape[0], 0))
-        return torch.stack(self.steps, dim=1)
-
-
 class _Sampler(LogitsProcessor):
     """Draws each row's next token from softmax(scores) with the engine's generator and masks every
-    other token, so the greedy step of `generate` takes the drawn one."""
+    other token, so the decode loop's best-scoring token is the drawn one."""
 
     def __init__(self, generator: torch.Generator):
         self.generator = generator
@@ -199,28 +150,3 @@ class _Sampler(LogitsProcessor):
     def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
         tokens = torch.multinomial(torch.softmax(scores.float(), dim=-1), 1, generator=self.generator)
         return torch.full_like(scores, float("-inf")).scatter_(1, tokens, 0.0)
-
-
-class _RowLimits(StoppingCriteria):
-    """Per-row stop: the row's own token limit, or its deadline passing (`expired`: row -> tokens
-    generated when its deadline stopped it short of its limit)."""
-
-    def __init__(self, width: int, max_tokens: Sequence[int], deadlines: Sequence[Optional[float]], device):
-        self.width = width
-        self.max_tokens = list(max_tokens)
-        self.limits = torch.tensor(self.max_tokens, device=device)
-        self.deadlines = list(deadlines)
-        self.expired: Dict[int, int] = {}
-
-    def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor, **kwargs) -> torch.BoolTensor:
-        generated = input_ids.shape[1] - self.width
-        done = self.limits <= generated
-        timed = [row for row, deadline in enumerate(self.deadlines) if deadline is not None]
-        if timed:
-            now = time.monotonic()
-            for row in timed:
-                if row not in self.expired and generated < self.max_tokens[row] and now >= self.deadlines[row]:
-                    self.expired[row] = generated
-            if self.expired:
-                done[list(self.expired)] = True
-        return done
