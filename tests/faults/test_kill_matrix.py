@@ -24,9 +24,9 @@ pytestmark = pytest.mark.faults
 CASES = [  # (victim's actor class, what the error names, sync method, experience buffer)
     ("FSDPWorker", "trainer", "checkpoint", "file"),
     ("EngineActor", "explorer", "nccl", "sql"),
-    ("Explorer", "explorer", "memory", "sql"),
+    ("ExplorerRole", "explorer", "memory", "sql"),
     ("EngineActor", "explorer", "checkpoint", "queue"),
-    ("Trainer", "trainer", "nccl", "file"),
+    ("TrainerRole", "trainer", "nccl", "file"),
 ]
 
 

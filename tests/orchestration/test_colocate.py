@@ -6,6 +6,8 @@ import subprocess
 import sys
 import time
 
+import ray
+
 from tests.orchestration.conftest import actors_started_since, small_config
 from trinity.job_layout import completed_steps
 from trinity.monitor import read_scalars
@@ -20,18 +22,28 @@ def _versions(job_dir: str) -> list:
     return [int(value) for _, value in scalars["rollout/model_version"]]
 
 
-def test_the_device_starts_without_torch_in_the_job():
-    """The job starts colocate's device before it imports the roles (torch: seconds), so the slowest actor
-    to load starts at once: its module must load no torch in the job's process."""
-    code = "import sys\nimport trinity.orchestration.colocated\nassert 'torch' not in sys.modules, 'torch imported'\n"
+def test_the_job_module_loads_no_torch():
+    """The job starts every actor, colocate's device and the roles included, without importing torch."""
+    code = "import sys\nimport trinity.orchestration.job\nassert 'torch' not in sys.modules, 'torch imported'\n"
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
+
+
+def _run_in_fresh_task(config) -> tuple:
+    """run_job as the launcher runs it, in a Ray task, on a worker of its own: (metrics, torch imported)."""
+
+    def run(config) -> tuple:
+        return run_job(config), "torch" in sys.modules
+
+    fresh = {"env_vars": {"TRINITY_TEST_WORKER": str(time.time())}}  # a runtime env no worker has yet
+    return ray.get(ray.remote(num_cpus=0, max_retries=0)(run).options(runtime_env=fresh).remote(config))
 
 
 def test_colocate_runs_in_one_device_process_and_resumes_exactly(ray_cluster, tmp_path):
     since_ms = time.time() * 1000
     config = small_config(tmp_path, *COLOCATE, "buffer.total_steps=2")
-    metrics = run_job(config)
+    metrics, torch_in_job = _run_in_fresh_task(config)
+    assert not torch_in_job, "the job's own process imported torch"
     assert metrics["trainer/step"] == 2 and metrics["explorer/step"] == 2 and metrics["explorer/model_version"] == 2
     started = actors_started_since(since_ms)
     assert started["trainer_rank_0"]["ActorClassName"] == "ColocatedDevice"

@@ -69,13 +69,13 @@ def test_sync_timeout_names_the_missing_trainer(ray_cluster, tmp_path):
 
 @pytest.mark.parametrize("mode", ["both", "colocate"])
 def test_a_job_that_fails_while_starting_leaves_no_actor(ray_cluster, tmp_path, monkeypatch, mode):
-    """The role classes fail to import after the device, queue, StateManager and Synchronizer started."""
+    """Starting the explorer and trainer fails after the device, queue, StateManager and Synchronizer started."""
     config = small_config(tmp_path, f"mode={mode}", "buffer.total_steps=1")
 
-    def broken_import(config):
+    def broken_start(config, group, actors):
         raise ImportError("the role classes are broken")
 
-    monkeypatch.setattr(job, "_role_classes", broken_import)
+    monkeypatch.setattr(job, "_start_roles", broken_start)
     with pytest.raises(ImportError, match="role classes are broken"):
         run_job(config)
 

@@ -8,9 +8,10 @@ Ray import the actor's class, which would load the explorer's and trainer's torc
 coordinating process (about 350 MB and 2.5 CPU-seconds per job); only the collective method calls an
 explorer and unpickles its handle.
 
-A *guard* is a tiny actor owned by a driver that created the Synchronizer before any explorer or
-trainer existed: it keeps the Synchronizer alive while the driver lives and no module has joined yet,
-and dies with the driver if the launcher crashes, so no orphan is left behind. Once a real module has
+A *guard* is an actor owned by a driver (or a job's task) that created the Synchronizer before any
+explorer or trainer existed: a tiny one made for the purpose, or one the caller owns anyway (a job's
+StateManager). It keeps the Synchronizer alive while its owner lives and no module has joined yet, and
+dies with its owner if the launcher crashes, so no orphan is left behind. Once a real module has
 joined, guards no longer count.
 """
 

@@ -26,8 +26,9 @@ class _DriverGuard:
     """Lives as long as the driver that created it (it is not detached); see `liveness`."""
 
 
-def calling_module(config: Any) -> Module:
-    """The caller as a module to register: its own actor, or a guard actor for a driver."""
+def calling_module(config: Any, guard: Any = None) -> Module:
+    """The caller as a module to register: its own actor, or for a driver (or a task) `guard`, an actor
+    that lives exactly as long as it (one it owns), or else a guard actor made once per driver."""
     context = ray.get_runtime_context()
     if context.get_actor_id() is not None:
         name = context.get_actor_name() or f"actor {context.get_actor_id()[:8]}"
@@ -39,6 +40,8 @@ def calling_module(config: Any) -> Module:
             role = Role.OTHER
         return Module(name, role, context.get_actor_id(), pickled_handle=ray.cloudpickle.dumps(context.current_actor))
     job = context.get_job_id()
+    if guard is not None:
+        return Module(f"driver {job}", Role.GUARD, actor_id_of(guard))
     key = f"{context.get_session_name()}/{job}"  # job ids restart in every new cluster
     if key not in _DRIVER_GUARDS:
         _DRIVER_GUARDS[key] = ray.remote(num_cpus=0)(_DriverGuard).remote()

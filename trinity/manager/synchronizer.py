@@ -86,9 +86,10 @@ class Synchronizer(CollectiveRounds):
     # ---- lifetime ----------------------------------------------------------------------------------
 
     @classmethod
-    def get_actor(cls, config: Any = None, namespace: Optional[str] = None):
+    def get_actor(cls, config: Any = None, namespace: Optional[str] = None, guard: Any = None):
         """The job's Synchronizer handle. With a config: create it if needed (replacing a stale one) and
-        register the caller (an actor, or the calling driver through a guard). Without: look it up."""
+        register the caller (an actor, or the calling driver through a guard: `guard`, an actor that lives
+        exactly as long as the caller, or else a new one). Without: look it up."""
         if config is None:
             try:
                 return ray.get_actor(SYNCHRONIZER_NAME, namespace=namespace)
@@ -97,7 +98,7 @@ class Synchronizer(CollectiveRounds):
                     f"no Synchronizer in Ray namespace {namespace!r}; it is created by get_actor(config) "
                     "from the job runner, the explorer or the trainer"
                 ) from None
-        module = calling_module(config)
+        module = calling_module(config, guard)
         fingerprint = _sync_config_fingerprint(config)
         for _ in range(3):
             handle = (

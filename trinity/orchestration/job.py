@@ -31,6 +31,7 @@ from trinity.orchestration.cluster import connect, engine_bundle, rank_bundle, r
 from trinity.orchestration.console import progress_view
 from trinity.orchestration.job_lock import job_lock
 from trinity.orchestration.probe import ANSWER_SECONDS, unresponsive_actors
+from trinity.orchestration.roles import ExplorerRole, TrainerRole
 from trinity.orchestration.shared_root import check_shared_root
 
 logger = logging.getLogger(__name__)
@@ -98,10 +99,11 @@ def _run_held(config: Config) -> Dict[str, float]:
 
 def _start_actors(config: Config, group, actors: Dict[str, object], keepers: List[object]) -> None:
     """Start the job's actors, the slowest to load first: each loads in its own process while the next
-    starts. Colocate's device (torch, the model, the engine) goes first, as this process imports nothing
-    heavy to start it; then the queue, the StateManager and the Synchronizer; then the explorer and trainer,
-    whose classes this process imports first (torch: seconds). Returns once the StateManager is up and
-    colocate's device has loaded (the explorer and trainer it serves look it up by name)."""
+    starts. Colocate's device (torch, the model, the engine) goes first; then the queue, the StateManager
+    (which also stands in for this process at the Synchronizer: it lives exactly as long as the job) and
+    the Synchronizer; then the explorer and trainer (`roles`: this process never imports torch). Returns
+    once the StateManager is up and colocate's device has loaded (the explorer and trainer it serves look
+    it up by name)."""
     device = None
     if config.mode == Mode.colocate:
         from trinity.orchestration.colocated import start_colocated_device
@@ -114,44 +116,29 @@ def _start_actors(config: Config, group, actors: Dict[str, object], keepers: Lis
         start_queue_actor(buffer, config.ray_namespace)
     state = start_state_actor(config)
     keepers.append(state)
-    with ThreadPoolExecutor(max_workers=1) as background:  # the Synchronizer starts while torch loads here
-        synchronizer = background.submit(Synchronizer.get_actor, config)
+    with ThreadPoolExecutor(max_workers=1) as background:  # the Synchronizer starts while the StateManager does
+        synchronizer = background.submit(Synchronizer.get_actor, config, guard=state)
         try:
-            role_classes = _role_classes(config)
-        finally:  # kept even if the import fails: the detached Synchronizer would outlive the job
+            wait_state_actor(state, config)
+        finally:  # kept even if the wait fails: the detached Synchronizer would outlive the job
             keepers.append(synchronizer.result())
-    wait_state_actor(state, config)
-    _start_roles(config, group, actors, role_classes)
+    _start_roles(config, group, actors)
     if device is not None:
         wait_started([device], config)
 
 
-def _role_classes(config: Config) -> Dict[str, type]:
-    """The actor classes of the mode's roles (importing them loads torch)."""
-    classes: Dict[str, type] = {}
-    if config.mode in EXPLORER_MODES:
-        from trinity.explorer.explorer import Explorer
-
-        classes["explorer"] = Explorer
-    if config.mode in TRAINER_MODES:
-        from trinity.trainer.trainer import Trainer
-
-        classes["trainer"] = Trainer
-    return classes
-
-
-def _start_roles(config: Config, group, actors: Dict[str, object], classes: Dict[str, type]) -> None:
-    """Start the explorer and trainer at once (each spends seconds importing and loading)."""
+def _start_roles(config: Config, group, actors: Dict[str, object]) -> None:
+    """Start the mode's explorer and trainer at once (each spends seconds importing and loading)."""
     namespace = config.ray_namespace
-    if "explorer" in classes:
+    if config.mode in EXPLORER_MODES:
         actors["explorer"] = (
-            ray.remote(classes["explorer"])
+            ray.remote(ExplorerRole)
             .options(name=_explorer_name(config), namespace=namespace, num_cpus=0)
             .remote(config, (group, 0))
         )
-    if "trainer" in classes:
+    if config.mode in TRAINER_MODES:
         actors["trainer"] = (
-            ray.remote(classes["trainer"])
+            ray.remote(TrainerRole)
             .options(name=config.trainer.name, namespace=namespace, num_cpus=0)
             .remote(config, (group, len(engine_bundles(config))))
         )

@@ -1,0 +1,54 @@
+"""The explorer and trainer as Ray actors that a process can start without importing them.
+
+`ray.remote(Explorer)` needs the class, and importing it loads torch: ~1 CPU-second and ~190 MB in the
+job's process, held for the whole run, and taken from the actors loading beside it on a small machine.
+`ExplorerRole` and `TrainerRole` name their role's class by module path and build it in their own process;
+each method of theirs is the role's method of that name (`ROLE_METHODS`; a test keeps the lists equal to
+the classes' public methods). A handle to one unpickles without torch too, so the Synchronizer, which
+keeps the roles' handles, stays small whichever it calls.
+"""
+
+import importlib
+from typing import Any, Callable, Dict, Optional, Tuple
+
+ROLE_METHODS = {
+    "explorer": ("is_alive", "progress", "process_ids", "final_metrics", "prepare", "explore", "explore_step",
+                 "evaluate", "benchmark", "sync_weight", "setup_weight_sync_group", "shutdown"),
+    "trainer": ("is_alive", "progress", "process_ids", "final_metrics", "prepare", "train", "train_step",
+                "sync_weight", "save_checkpoint", "shutdown"),
+}  # fmt: skip
+
+
+class _Role:
+    """An actor holding one role object; `ROLE` is its class as "module:Class"."""
+
+    ROLE = ""
+
+    def __init__(self, config: Any, placement: Optional[Tuple[Any, int]] = None):
+        module, name = self.ROLE.split(":")
+        self.role = getattr(importlib.import_module(module), name)(config, placement)
+
+
+class ExplorerRole(_Role):
+    ROLE = "trinity.explorer.explorer:Explorer"
+
+
+class TrainerRole(_Role):
+    ROLE = "trinity.trainer.trainer:Trainer"
+
+
+ROLE_ACTORS: Dict[str, type] = {"explorer": ExplorerRole, "trainer": TrainerRole}
+
+
+def _forwarded(name: str) -> Callable:
+    async def method(self: _Role, *args: Any, **kwargs: Any) -> Any:
+        return await getattr(self.role, name)(*args, **kwargs)
+
+    method.__name__ = method.__qualname__ = name
+    method.__doc__ = f"The role's own `{name}`."
+    return method
+
+
+for _role, _methods in ROLE_METHODS.items():
+    for _name in _methods:
+        setattr(ROLE_ACTORS[_role], _name, _forwarded(_name))
