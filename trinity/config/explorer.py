@@ -30,7 +30,9 @@ class InferenceModelConfig:
         help="Name workflows use to find an auxiliary model.",
         unapplied="workflows reach auxiliary models by position (self.auxiliary_engines[i], config order)",
     )
-    engine_type: EngineType = setting(EngineType.hf, help="Backend: hf (transformers generate) or vllm.")
+    engine_type: EngineType = setting(
+        EngineType.hf, help="Backend: hf (transformers, our batched decode loop) or vllm."
+    )
     engine_num: int = setting(2, help="Number of engine replicas (Ray actors).", ge=1)
     tensor_parallel_size: int = setting(
         1, help="Devices each engine spans (vllm; hf engines use one). On CPU a device is a group of cores.", ge=1

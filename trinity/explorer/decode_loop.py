@@ -12,6 +12,7 @@ raw logits into scores, and takes the best-scoring token: the draw has left only
 selectable, and without it (T = 0) the loop is greedy.
 """
 
+import inspect
 import time
 from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Optional, Sequence
@@ -71,7 +72,8 @@ def decode(
     limits = torch.tensor(list(max_tokens), device=device)
     stops = torch.tensor(list(stop_token_ids), device=device)
     cache = DynamicCache(config=model.config)
-    logits = _forward(model, input_ids, attention_mask, positions, cache)
+    last_only = {"logits_to_keep": 1} if "logits_to_keep" in inspect.signature(model.forward).parameters else {}
+    logits = _forward(model, input_ids, attention_mask, positions, cache, last_only)
     for generated in range(1, max(max_tokens) + 1):
         raw = logits.float()
         scores = raw
@@ -90,20 +92,21 @@ def decode(
             batch.keep(~ended, cache)
             token = token[~ended]
         batch.extend(token)
-        logits = _forward(model, token[:, None], batch.mask, batch.position, cache)
+        logits = _forward(model, token[:, None], batch.mask, batch.position, cache, last_only)
         batch.position = batch.position + 1
     return decoded
 
 
-def _forward(model, input_ids, attention_mask, position_ids, cache) -> torch.Tensor:
-    """The next-token logits of each row (the last position's only: the prompt's others are never read)."""
+def _forward(model, input_ids, attention_mask, position_ids, cache, last_only: dict) -> torch.Tensor:
+    """The next-token logits of each row (`last_only`: computing the last position's alone, where the
+    model's forward offers it; the prompt's other positions are never read)."""
     output = model(
         input_ids=input_ids,
         attention_mask=attention_mask,
         position_ids=position_ids,
         past_key_values=cache,
         use_cache=True,
-        logits_to_keep=1,
+        **last_only,
     )
     return output.logits[:, -1]
 
