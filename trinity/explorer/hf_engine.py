@@ -80,7 +80,8 @@ class HFEngine(LocalEngine):
         ]
 
     def _shaping(self, params: SamplingParams, width: int) -> List[LogitsProcessor]:
-        """What turns the recorded distribution into the sampled one (after the recorder)."""
+        """What turns the raw logits into the scores the next token is taken by (its logprob is recorded
+        from the raw logits, before these)."""
         chain: List[LogitsProcessor] = []
         if params.min_tokens:
             chain.append(
