@@ -74,6 +74,7 @@ def decode(
     cache = DynamicCache(config=model.config)
     last_only = {"logits_to_keep": 1} if "logits_to_keep" in inspect.signature(model.forward).parameters else {}
     logits = _forward(model, input_ids, attention_mask, positions, cache, last_only)
+    timed = any(deadline is not None for deadline in deadlines)
     for generated in range(1, max(max_tokens) + 1):
         raw = logits.float()
         scores = raw
@@ -85,7 +86,8 @@ def decode(
             tokens[row].append(taken)
             logprobs[row].append(logprob)
         ended = torch.isin(token, stops) | (limits[batch.rows] <= generated)
-        ended |= _expired(batch.rows, ended, deadlines, generated, decoded.expired)
+        if timed:
+            ended |= _expired(batch.rows, ended, deadlines, generated, decoded.expired)
         if bool(ended.all()):
             break
         if bool(ended.any()):
@@ -114,8 +116,6 @@ def _forward(model, input_ids, attention_mask, position_ids, cache, last_only: d
 def _expired(rows, ended, deadlines, generated, expired: Dict[int, int]) -> torch.Tensor:
     """Rows not otherwise ended whose deadline has passed; each is noted in `expired` with its count."""
     late = torch.zeros_like(ended)
-    if all(deadline is None for deadline in deadlines):
-        return late
     now = time.monotonic()
     for index, (row, done) in enumerate(zip(rows.tolist(), ended.tolist(), strict=True)):
         deadline = deadlines[row]
