@@ -72,7 +72,7 @@ def test_a_job_that_fails_while_starting_leaves_no_actor(ray_cluster, tmp_path, 
     """Starting the explorer and trainer fails after the device, queue, StateManager and Synchronizer started."""
     config = small_config(tmp_path, f"mode={mode}", "buffer.total_steps=1")
 
-    def broken_start(config, group, actors):
+    def broken_start(*args):
         raise ImportError("the role classes are broken")
 
     monkeypatch.setattr(job, "_start_roles", broken_start)

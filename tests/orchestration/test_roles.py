@@ -5,7 +5,7 @@ import inspect
 import pytest
 
 from trinity.explorer.explorer import Explorer
-from trinity.orchestration.roles import ROLE_ACTORS, ROLE_METHODS
+from trinity.orchestration.roles import ROLE_CLASSES, ROLE_METHODS
 from trinity.trainer.trainer import Trainer
 
 
@@ -13,6 +13,6 @@ from trinity.trainer.trainer import Trainer
 def test_each_public_method_of_a_role_is_forwarded(role, cls):
     public = {name for name, member in inspect.getmembers(cls, inspect.iscoroutinefunction) if not name.startswith("_")}
     assert set(ROLE_METHODS[role]) == public
-    assert ROLE_ACTORS[role].ROLE == f"{cls.__module__}:{cls.__name__}"
+    assert ROLE_CLASSES[role] == f"{cls.__module__}:{cls.__name__}"
     plain = [name for name, member in inspect.getmembers(cls, inspect.isfunction) if not name.startswith("_")]
     assert set(plain) <= public, f"{role}: a public method that is not async cannot be forwarded: {plain}"

@@ -55,7 +55,7 @@ class Explorer:
         resume = resume_checkpoint(config)  # the trainer's resume point, so that both continue from one step
         trainer_meta = ray.get(self.state.load_trainer.remote(resume)) if config.mode in PAIRED_MODES else {}
         self.resumed = bool(trainer_meta.get("latest_iteration"))
-        self.synchronizer = Synchronizer.get_actor(config)
+        self.synchronizer = Synchronizer.get_actor(config, module_name=self.name)
         if config.mode == Mode.colocate:  # the job's one device process is the engine (and the trainer's rank)
             self.engines = [ray.get_actor(colocated_device_name(config), namespace=config.ray_namespace)]
         else:

@@ -2,7 +2,7 @@
 actor standing in for a driver), and a Synchronizer left over from a run that is over is replaced."""
 
 import time
-from typing import Any, Dict
+from typing import Any, Dict, Optional
 
 import ray
 
@@ -26,12 +26,13 @@ class _DriverGuard:
     """Lives as long as the driver that created it (it is not detached); see `liveness`."""
 
 
-def calling_module(config: Any, guard: Any = None) -> Module:
-    """The caller as a module to register: its own actor, or for a driver (or a task) `guard`, an actor
-    that lives exactly as long as it (one it owns), or else a guard actor made once per driver."""
+def calling_module(config: Any, guard: Any = None, module_name: Optional[str] = None) -> Module:
+    """The caller as a module to register: its own actor (under `module_name`, or else the actor's name),
+    or for a driver (or a task) `guard`, an actor that lives exactly as long as it (one it owns), or else a
+    guard actor made once per driver."""
     context = ray.get_runtime_context()
     if context.get_actor_id() is not None:
-        name = context.get_actor_name() or f"actor {context.get_actor_id()[:8]}"
+        name = module_name or context.get_actor_name() or f"actor {context.get_actor_id()[:8]}"
         if name == config.trainer.name:
             role = Role.TRAINER
         elif name == config.explorer.name:

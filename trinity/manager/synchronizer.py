@@ -86,10 +86,13 @@ class Synchronizer(CollectiveRounds):
     # ---- lifetime ----------------------------------------------------------------------------------
 
     @classmethod
-    def get_actor(cls, config: Any = None, namespace: Optional[str] = None, guard: Any = None):
+    def get_actor(cls, config: Any = None, namespace: Optional[str] = None, guard: Any = None,
+                  module_name: Optional[str] = None):  # fmt: skip
         """The job's Synchronizer handle. With a config: create it if needed (replacing a stale one) and
-        register the caller (an actor, or the calling driver through a guard: `guard`, an actor that lives
-        exactly as long as the caller, or else a new one). Without: look it up."""
+        register the caller (an actor, under `module_name` or its actor's name; or the calling driver through
+        a guard: `guard`, an actor that lives exactly as long as the caller, or else a new one). Without:
+        look it up. An explorer or trainer registers under its own name, which also holds when it runs inside
+        another actor (colocate's device process)."""
         if config is None:
             try:
                 return ray.get_actor(SYNCHRONIZER_NAME, namespace=namespace)
@@ -98,7 +101,7 @@ class Synchronizer(CollectiveRounds):
                     f"no Synchronizer in Ray namespace {namespace!r}; it is created by get_actor(config) "
                     "from the job runner, the explorer or the trainer"
                 ) from None
-        module = calling_module(config, guard)
+        module = calling_module(config, guard, module_name)
         fingerprint = _sync_config_fingerprint(config)
         for _ in range(3):
             handle = (

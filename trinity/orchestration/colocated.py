@@ -1,12 +1,15 @@
 """colocate mode's one device process: the explorer's rollout engine and the trainer's only rank in one actor.
 
-The job starts it (as an engine, named like the trainer's rank 0); the explorer uses it as its engine and
-the trainer makes it its rank (`start_rank`). Generation batches and every rank call run on the engine's one
-worker thread, so rollout and training take turns, each with all of the device's threads, and never
-interleave inside a batch or an update. A weight sync copies the rank's parameters inside this process and
-announces the version (`InEngineWeights`): no object store, no file, no second process. The engine takes the
-copy when the explorer pulls it, at the explorer's own sync points, so a rollout step never mixes versions
-and the versions each step rolls out with are those of mode both.
+The job starts it (as an engine, named like the trainer's rank 0) and builds the explorer and the trainer in
+it too (`host_role`; the job calls them through `HostedRole`), so a colocated job has one process that
+imports torch, not three, and no process boundary between a role and its device. The explorer uses it as
+its engine and the trainer makes it its rank (`start_rank`), through its own actor handle, as in mode
+both. Generation batches and every rank call run on the engine's one worker thread, so rollout and
+training take turns, each with all of the device's threads, and never interleave inside a batch or an
+update. A weight sync copies the rank's parameters inside this process and announces the version
+(`InEngineWeights`): no object store, no file, no second process. The engine takes the copy when the
+explorer pulls it, at the explorer's own sync points, so a rollout step never mixes versions and the
+versions each step rolls out with are those of mode both.
 
 Importing this module loads no torch (the device process does, as it starts): the job imports it and
 starts the device first, so the slowest actor to load is not held up by the job's own imports.
@@ -14,6 +17,7 @@ starts the device first, so the slowest actor to load is not held up by the job'
 
 import asyncio
 import functools
+from types import SimpleNamespace
 from typing import Any, Callable, Dict, Optional, Tuple
 
 from trinity.config.root import Config
@@ -22,6 +26,7 @@ from trinity.explorer.engine import EngineSpec
 from trinity.explorer.engine_actor import EngineActor, start_engines
 from trinity.manager.errors import SyncError
 from trinity.manager.published_weights import InEngineWeights
+from trinity.orchestration.roles import ROLE_METHODS, build_role
 
 
 def start_colocated_device(config: Config, group: Any) -> Any:
@@ -30,6 +35,27 @@ def start_colocated_device(config: Config, group: Any) -> Any:
     prefix = rank_name_prefix(config)
     [device] = start_engines(config, prefix, config.ray_namespace, placement=(group, 0), actor_class=ColocatedDevice)
     return device
+
+
+class HostedRole:
+    """The job's handle to the explorer or trainer built inside the device: `role.prepare.remote()` calls
+    that role's `prepare` there, as on a role actor (`roles.ROLE_METHODS`). It is no actor of its own: the
+    job removes it by killing the device."""
+
+    def __init__(self, device: Any, role: str):
+        self.device, self.role = device, role
+
+    def __getattr__(self, method: str) -> Any:
+        if method.startswith("_") or method not in ROLE_METHODS[self.role]:
+            raise AttributeError(f"the {self.role} has no method {method!r}")
+        return SimpleNamespace(remote=functools.partial(self.device.call_role.remote, self.role, method))
+
+
+def host_role(device: Any, role: str, config: Config, placement: Tuple[Any, int]) -> HostedRole:
+    """Have the device build `role` ("explorer" or "trainer") once it has loaded; returns the role's handle
+    at once (a failed build surfaces at the role's first call)."""
+    device.host_role.remote(role, config, placement)
+    return HostedRole(device, role)
 
 
 # What the trainer controller calls on a rank; each runs on the device's worker thread.
@@ -42,6 +68,23 @@ class ColocatedDevice(EngineActor):
         super().__init__(spec)
         self.rank = None  # the FSDPWorker, once the trainer made this its rank (`start_rank`)
         self.staged: Optional[Tuple[Dict[str, Any], int]] = None  # tensors published, not yet pulled
+        self.roles: Dict[str, asyncio.Future] = {}  # "explorer"/"trainer" -> the role object, once built
+
+    def _role(self, role: str) -> asyncio.Future:
+        return self.roles.setdefault(role, asyncio.get_running_loop().create_future())
+
+    async def host_role(self, role: str, config: Config, placement: Tuple[Any, int]) -> None:
+        """Build the explorer or the trainer here. Its constructor waits on other actors, so it runs on a
+        thread of its own; its failure is kept for the role's first call (`call_role`)."""
+        built = self._role(role)
+        try:
+            built.set_result(await asyncio.to_thread(build_role, role, config, placement))
+        except Exception as exc:  # noqa: BLE001 - raised again by every call to the role
+            built.set_exception(exc)
+
+    async def call_role(self, role: str, method: str, *args: Any, **kwargs: Any) -> Any:
+        """The hosted role's `method`, on this actor's event loop, as the role's own actor would run it."""
+        return await getattr(await self._role(role), method)(*args, **kwargs)
 
     async def start_rank(self, config: Config, master_address: str, master_port: int, total_steps: int) -> None:
         """Become the trainer's rank 0 of 1 (the trainer calls it once it knows how many steps it takes)."""

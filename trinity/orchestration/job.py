@@ -22,16 +22,17 @@ from trinity.buffer.queue_storage import destroy_queue, start_queue_actor
 from trinity.config.buffer import StorageType
 from trinity.config.data import BuiltinDataset
 from trinity.config.root import Config, Mode
-from trinity.config.topology import EXPLORER_MODES, TRAINER_MODES, served_engines
+from trinity.config.topology import EXPLORER_MODES, TRAINER_MODES, colocated_device_name, served_engines
 from trinity.explorer.engine_actor import wait_started
 from trinity.logs import apply_log_level
 from trinity.manager import Synchronizer
 from trinity.manager.state_actor import start_state_actor, wait_state_actor
 from trinity.orchestration.cluster import connect, engine_bundle, rank_bundle, release, reserve
+from trinity.orchestration.colocated import host_role, start_colocated_device
 from trinity.orchestration.console import progress_view
 from trinity.orchestration.job_lock import job_lock
 from trinity.orchestration.probe import ANSWER_SECONDS, unresponsive_actors
-from trinity.orchestration.roles import ExplorerRole, TrainerRole
+from trinity.orchestration.roles import ROLE_ACTORS
 from trinity.orchestration.shared_root import check_shared_root
 
 logger = logging.getLogger(__name__)
@@ -101,13 +102,11 @@ def _start_actors(config: Config, group, actors: Dict[str, object], keepers: Lis
     """Start the job's actors, the slowest to load first: each loads in its own process while the next
     starts. Colocate's device (torch, the model, the engine) goes first; then the queue, the StateManager
     (which also stands in for this process at the Synchronizer: it lives exactly as long as the job) and
-    the Synchronizer; then the explorer and trainer (`roles`: this process never imports torch). Returns
-    once the StateManager is up and colocate's device has loaded (the explorer and trainer it serves look
-    it up by name)."""
+    the Synchronizer; then the explorer and trainer (`roles`: this process never imports torch; colocate's
+    device builds them once it has loaded). Returns once the StateManager is up and colocate's device has
+    loaded."""
     device = None
     if config.mode == Mode.colocate:
-        from trinity.orchestration.colocated import start_colocated_device
-
         device = start_colocated_device(config, group)
         keepers.append(device)
     buffer = config.buffer.trainer_input.experience_buffer
@@ -122,25 +121,26 @@ def _start_actors(config: Config, group, actors: Dict[str, object], keepers: Lis
             wait_state_actor(state, config)
         finally:  # kept even if the wait fails: the detached Synchronizer would outlive the job
             keepers.append(synchronizer.result())
-    _start_roles(config, group, actors)
+    _start_roles(config, group, actors, device)
     if device is not None:
         wait_started([device], config)
 
 
-def _start_roles(config: Config, group, actors: Dict[str, object]) -> None:
-    """Start the mode's explorer and trainer at once (each spends seconds importing and loading)."""
-    namespace = config.ray_namespace
-    if config.mode in EXPLORER_MODES:
-        actors["explorer"] = (
-            ray.remote(ExplorerRole)
-            .options(name=_explorer_name(config), namespace=namespace, num_cpus=0)
-            .remote(config, (group, 0))
-        )
-    if config.mode in TRAINER_MODES:
-        actors["trainer"] = (
-            ray.remote(TrainerRole)
-            .options(name=config.trainer.name, namespace=namespace, num_cpus=0)
-            .remote(config, (group, len(engine_bundles(config))))
+def _start_roles(config: Config, group, actors: Dict[str, object], device=None) -> None:
+    """Start the mode's explorer and trainer at once (each spends seconds importing and loading); colocate
+    builds them inside its `device` process instead."""
+    placements = {"explorer": (group, 0), "trainer": (group, len(engine_bundles(config)))}
+    names = {"explorer": _explorer_name(config), "trainer": config.trainer.name}
+    for role, modes in (("explorer", EXPLORER_MODES), ("trainer", TRAINER_MODES)):
+        if config.mode not in modes:
+            continue
+        if device is not None:
+            actors[role] = host_role(device, role, config, placements[role])
+            continue
+        actors[role] = (
+            ray.remote(ROLE_ACTORS[role])
+            .options(name=names[role], namespace=config.ray_namespace, num_cpus=0)
+            .remote(config, placements[role])
         )
 
 
@@ -237,6 +237,8 @@ def _frozen(config: Config, actors: Optional[Dict[str, object]]) -> Tuple[str, T
     names = {"explorer": _explorer_name(config), "trainer": config.trainer.name}
 
     def owns(role: str, name: str) -> bool:
+        if config.mode == Mode.colocate and name == colocated_device_name(config):
+            return True  # the device hosts both roles
         return name == names.get(role) or name.startswith(f"{names.get(role)}_")
 
     roles = tuple(role for role in actors or {} if any(owns(role, name) for name in silent))
@@ -245,17 +247,17 @@ def _frozen(config: Config, actors: Optional[Dict[str, object]]) -> Tuple[str, T
 
 def _cleanup(config: Config, actors: Dict[str, object], keepers: List[object], frozen: Tuple[str, ...]) -> None:
     """Remove the job's actors: explorer and trainer (their engines and ranks die with them; a frozen one
-    is killed at once), the queue and the Synchronizer (detached: they would otherwise outlive the job),
-    the StateManager."""
+    is killed at once; colocate's die with the device, one of the keepers), the queue and the Synchronizer
+    (detached: they would otherwise outlive the job), the StateManager."""
+    hosted = config.mode == Mode.colocate
     for role, actor in actors.items():
-        if role in frozen:
+        if role not in frozen:
+            try:
+                ray.get(actor.shutdown.remote(), timeout=min(60.0, config.synchronizer.sync_timeout))
+            except Exception as exc:  # noqa: BLE001 - cleanup goes on; the actor is killed below
+                logger.warning("shutdown of the %s failed: %s", role, exc)
+        if not hosted:
             ray.kill(actor)
-            continue
-        try:
-            ray.get(actor.shutdown.remote(), timeout=min(60.0, config.synchronizer.sync_timeout))
-        except Exception as exc:  # noqa: BLE001 - cleanup goes on; the actor is killed below
-            logger.warning("shutdown of the %s failed: %s", role, exc)
-        ray.kill(actor)
     buffer = config.buffer.trainer_input.experience_buffer
     if buffer.storage_type == StorageType.queue:
         destroy_queue(buffer.name, config.ray_namespace)

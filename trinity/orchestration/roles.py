@@ -2,10 +2,11 @@
 
 `ray.remote(Explorer)` needs the class, and importing it loads torch: ~1 CPU-second and ~190 MB in the
 job's process, held for the whole run, and taken from the actors loading beside it on a small machine.
-`ExplorerRole` and `TrainerRole` name their role's class by module path and build it in their own process;
-each method of theirs is the role's method of that name (`ROLE_METHODS`; a test keeps the lists equal to
-the classes' public methods). A handle to one unpickles without torch too, so the Synchronizer, which
-keeps the roles' handles, stays small whichever it calls.
+`ExplorerRole` and `TrainerRole` name their role's class by module path (`ROLE_CLASSES`) and build it in
+their own process (`build_role`); each method of theirs is the role's method of that name (`ROLE_METHODS`;
+a test keeps the lists equal to the classes' public methods). A handle to one unpickles without torch too,
+so the Synchronizer, which keeps the roles' handles, stays small whichever it calls. colocate builds both
+roles inside its device process instead (`colocated.HostedRole`).
 """
 
 import importlib
@@ -17,24 +18,30 @@ ROLE_METHODS = {
     "trainer": ("is_alive", "progress", "process_ids", "final_metrics", "prepare", "train", "train_step",
                 "sync_weight", "save_checkpoint", "shutdown"),
 }  # fmt: skip
+ROLE_CLASSES = {"explorer": "trinity.explorer.explorer:Explorer", "trainer": "trinity.trainer.trainer:Trainer"}
+
+
+def build_role(role: str, config: Any, placement: Optional[Tuple[Any, int]] = None) -> Any:
+    """The role's object (an Explorer or a Trainer), built in the calling process."""
+    module, name = ROLE_CLASSES[role].split(":")
+    return getattr(importlib.import_module(module), name)(config, placement)
 
 
 class _Role:
-    """An actor holding one role object; `ROLE` is its class as "module:Class"."""
+    """An actor holding one role object; `ROLE` names which."""
 
     ROLE = ""
 
     def __init__(self, config: Any, placement: Optional[Tuple[Any, int]] = None):
-        module, name = self.ROLE.split(":")
-        self.role = getattr(importlib.import_module(module), name)(config, placement)
+        self.role = build_role(self.ROLE, config, placement)
 
 
 class ExplorerRole(_Role):
-    ROLE = "trinity.explorer.explorer:Explorer"
+    ROLE = "explorer"
 
 
 class TrainerRole(_Role):
-    ROLE = "trinity.trainer.trainer:Trainer"
+    ROLE = "trainer"
 
 
 ROLE_ACTORS: Dict[str, type] = {"explorer": ExplorerRole, "trainer": TrainerRole}

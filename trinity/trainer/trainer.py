@@ -49,7 +49,7 @@ class Trainer:
         self.config = config
         self.name = config.trainer.name
         self.state = state_actor(config)
-        self.synchronizer = Synchronizer.get_actor(config)
+        self.synchronizer = Synchronizer.get_actor(config, module_name=self.name)
         path = resolve_model_path(config.model)
         self.tokenizer = load_tokenizer(path, config.model.trust_remote_code, config.model.custom_chat_template)
         algorithm = config.algorithm
@@ -327,8 +327,9 @@ class Trainer:
 
     async def shutdown(self) -> None:
         await asyncio.gather(*[w.shutdown.remote() for w in self.workers])
-        for worker in self.workers:
-            ray.kill(worker)
+        if self.config.mode != Mode.colocate:  # colocate's rank is the job's device process, this one's host
+            for worker in self.workers:
+                ray.kill(worker)
         self.workers = []
 
 
