@@ -1,7 +1,7 @@
 """Hydra's own launcher test suites (shipped in hydra-core) against the trinity_ray launcher.
 
 Their configs are not trinity configs, so the trinity bootstrap steps aside, but every non-dry job
-still runs as a Ray task, exactly as trinity jobs do.
+still runs as a Ray task, as the jobs of a trinity sweep do.
 """
 
 import pytest

@@ -2,7 +2,8 @@
 
 A batch of trinity dry runs stays in this process and never starts Ray, and so does a batch that has
 nothing to do: a job whose directory another run holds exits 1 naming it, and a batch whose jobs are
-all complete says so and exits 0 (`trinity.orchestration.run_gate`).
+all complete says so and exits 0 (`trinity.orchestration.run_gate`). A batch of one trinity job runs in
+this process too, starting (or joining) Ray itself.
 Otherwise Ray is started (or joined, per `cluster.ray_address` of the first trinity job) and every
 job of the batch runs as a Ray task, so sweep jobs run concurrently as far as the cluster's
 resources allow (each job reserves its devices as one placement group). A job's task runs Hydra's
@@ -46,6 +47,8 @@ def launch(launcher, job_overrides: Sequence[Sequence[str]], initial_job_idx: in
     finished = _already_complete(sweep_configs, validated)
     if finished is not None:
         return finished
+    if len(validated) == 1 and validated[0] is not None:
+        return [_run_one_here(launcher, sweep_configs[0], validated[0])]
     return _run_on_ray(launcher, sweep_configs, validated)
 
 
@@ -147,6 +150,19 @@ def _run_here(launcher, sweep_config: DictConfig, validated) -> JobReturn:
             job_subdir_key="hydra.sweep.subdir",
         )
     configure_log(launcher.config.hydra.hydra_logging, launcher.config.hydra.verbose)
+    return result
+
+
+def _run_one_here(launcher, sweep_config: DictConfig, validated) -> JobReturn:
+    """A batch of one trinity job runs in this process: a Ray task would isolate it from nothing and cost a
+    worker process (~150 MB, held for the run) and its start (~1 s before the job's first actor starts).
+    The job starts Ray itself; on Ctrl-C it removes its actors on the way out."""
+    try:
+        result = _run_here(launcher, sweep_config, validated)
+    except KeyboardInterrupt:
+        print("interrupted: stopped; a rerun resumes from the last checkpoint", file=sys.stderr)
+        raise SystemExit(130) from None
+    _report(launcher, [result], [validated])
     return result
 
 

@@ -12,6 +12,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import psutil
+
 from tests.orchestration.conftest import SMALL, wait_for
 from trinity.monitor import read_scalars
 
@@ -36,19 +38,39 @@ def _assert_exact(job: Path) -> None:
     assert (job / "latest_checkpointed_iteration.txt").read_text().strip() == str(STEPS)
 
 
+def _titles(pid: int) -> set:
+    """The process titles of `pid`'s descendants (Ray names a worker by the task or actor it runs)."""
+    titles = set()
+    for child in psutil.Process(pid).children(recursive=True):
+        try:
+            titles.add(" ".join(child.cmdline()))
+        except psutil.Error:
+            continue
+    return titles
+
+
 def test_sigkill_of_the_driver_then_rerun(tmp_path):
+    """Also: a run of one job runs it in the launcher's own process, never in a Ray task (`_run_remote`)."""
     command = [sys.executable, "-m", "trinity", f"checkpoint_root_dir={tmp_path}", *SMALL, *RUN]
     env = {**os.environ, "RAY_AUTH_MODE": "disabled"}
     job = tmp_path / "trinity" / "arithmetic"
     first = subprocess.Popen(
         command, env=env, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
     )
+    seen = set()
+
+    def checkpointed() -> bool:
+        seen.update(_titles(first.pid))
+        return _meta(job, "trainer").get("latest_iteration", 0) >= 2
+
     try:
-        wait_for(lambda: _meta(job, "trainer").get("latest_iteration", 0) >= 2, 600, "the first checkpoint")
+        wait_for(checkpointed, 600, "the first checkpoint")
         wait_for(lambda: _meta(job, "explorer").get("latest_iteration", 0) >= 3, 300, "explore step 3")
     finally:
         os.killpg(first.pid, signal.SIGKILL)  # the driver and everything it started, as in a machine crash
         first.wait()
+    assert any("StateManagerActor" in title for title in seen), f"the job's actors were not seen: {seen}"
+    assert not [title for title in seen if "_run_remote" in title], "the one job ran in a Ray task"
     assert _meta(job, "trainer")["latest_iteration"] < STEPS
     second = subprocess.run(command, env=env, capture_output=True, text=True, timeout=900)
     assert second.returncode == 0, second.stderr[-3000:]
