@@ -7,12 +7,13 @@ import subprocess
 import sys
 import time
 
+import pytest
 import ray
 
 from tests.orchestration.conftest import actors_started_since, small_config
 from trinity.job_layout import completed_steps
 from trinity.monitor import read_scalars
-from trinity.orchestration.job import run_job
+from trinity.orchestration.job import JobError, run_job
 
 COLOCATE = ["mode=colocate", "trainer.save_interval=2"]
 
@@ -61,3 +62,17 @@ def test_colocate_runs_in_one_device_process_and_resumes_exactly(ray_cluster, tm
     assert _versions(config.checkpoint_job_dir) == [0, 1, 2, 3], "the resumed engine starts from step 2's weights"
     explorer = json.loads((tmp_path / "trinity" / "arithmetic" / "explorer_meta.json").read_text())
     assert explorer["taskset_states"][0]["current_index"] == 4 * 4
+
+
+def test_a_role_the_device_cannot_build_fails_the_job_naming_it(ray_cluster, tmp_path):
+    """The explorer's taskset disappears between validation and the run: the device's build of the explorer
+    fails, the job stops at prepare naming the explorer and the cause, and leaves no actor behind."""
+    config = small_config(tmp_path, *COLOCATE, "buffer.total_steps=1")
+    config.data.builtin = None  # nothing regenerates it
+    config.buffer.explorer_input.taskset.path = str(tmp_path / "deleted_train.jsonl")
+    since_ms = time.time() * 1000
+    with pytest.raises(JobError, match=r"prepare: the explorer of job .* failed: .*deleted_train"):
+        run_job(config)
+    started = actors_started_since(since_ms)
+    assert started["trainer_rank_0"]["ActorClassName"] == "ColocatedDevice"
+    assert not [name for name, actor in started.items() if actor["State"] != "DEAD"], started

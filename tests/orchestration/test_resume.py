@@ -28,14 +28,14 @@ def _meta(job: Path, name: str) -> dict:
         return {}
 
 
-def _assert_exact(job: Path) -> None:
+def _assert_exact(job: Path, steps: int = STEPS) -> None:
     scalars = read_scalars(str(job / "monitor" / "tensorboard" / "trainer"))
     consumed = [int(value) for _, value in scalars["sample/explore_step"]]
-    assert consumed == list(range(1, STEPS + 1)), f"train steps consumed explore steps {consumed}"
+    assert consumed == list(range(1, steps + 1)), f"train steps consumed explore steps {consumed}"
     trainer, explorer = _meta(job, "trainer"), _meta(job, "explorer")
-    assert trainer["latest_iteration"] == STEPS and explorer["latest_iteration"] == STEPS
-    assert explorer["taskset_states"] == [{"current_index": STEPS * 4, "experiences_written": STEPS * 16}]
-    assert (job / "latest_checkpointed_iteration.txt").read_text().strip() == str(STEPS)
+    assert trainer["latest_iteration"] == steps and explorer["latest_iteration"] == steps
+    assert explorer["taskset_states"] == [{"current_index": steps * 4, "experiences_written": steps * 16}]
+    assert (job / "latest_checkpointed_iteration.txt").read_text().strip() == str(steps)
 
 
 def _titles(pid: int) -> set:
@@ -75,3 +75,31 @@ def test_sigkill_of_the_driver_then_rerun(tmp_path):
     second = subprocess.run(command, env=env, capture_output=True, text=True, timeout=900)
     assert second.returncode == 0, second.stderr[-3000:]
     _assert_exact(job)
+
+
+def test_ctrl_c_stops_the_run_with_130_and_a_rerun_resumes(tmp_path):
+    """Ctrl-C at a terminal (SIGINT to the driver's whole process group): the run's one job, in the driver,
+    removes its actors on the way out, the driver exits 130, and a rerun continues exactly."""
+    steps = 10  # long enough that the interrupt lands mid-run
+    command = [sys.executable, "-m", "trinity", f"checkpoint_root_dir={tmp_path}", *SMALL,
+               f"buffer.total_steps={steps}", "trainer.save_interval=2"]  # fmt: skip
+    env = {**os.environ, "RAY_AUTH_MODE": "disabled"}
+    job = tmp_path / "trinity" / "arithmetic"
+    log = tmp_path / "first.log"
+    with log.open("w") as stream:
+        first = subprocess.Popen(command, env=env, start_new_session=True, stdout=stream, stderr=stream)
+    try:
+        wait_for(lambda: _meta(job, "trainer").get("latest_iteration", 0) >= 2, 600, "the first checkpoint")
+        os.killpg(first.pid, signal.SIGINT)
+        first.wait(timeout=180)
+    finally:
+        if first.poll() is None:
+            os.killpg(first.pid, signal.SIGKILL)
+            first.wait()
+    stderr = log.read_text()
+    assert first.returncode == 130, stderr[-3000:]
+    assert "interrupted: stopped; a rerun resumes from the last checkpoint" in stderr
+    assert _meta(job, "trainer")["latest_iteration"] < steps
+    second = subprocess.run(command, env=env, capture_output=True, text=True, timeout=900)
+    assert second.returncode == 0, second.stderr[-3000:]
+    _assert_exact(job, steps)
