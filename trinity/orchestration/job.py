@@ -130,7 +130,7 @@ def _start_roles(config: Config, group, actors: Dict[str, object], device=None) 
     """Start the mode's explorer and trainer at once (each spends seconds importing and loading); colocate
     builds them inside its `device` process instead."""
     placements = {"explorer": (group, 0), "trainer": (group, len(engine_bundles(config)))}
-    names = {"explorer": _explorer_name(config), "trainer": config.trainer.name}
+    names = _role_names(config)
     for role, modes in (("explorer", EXPLORER_MODES), ("trainer", TRAINER_MODES)):
         if config.mode not in modes:
             continue
@@ -158,8 +158,10 @@ def _run_roles(config: Config, actors: Dict[str, object]) -> Dict[str, float]:
     return metrics
 
 
-def _explorer_name(config: Config) -> str:
-    return "benchmark" if config.mode == Mode.bench else config.explorer.name
+def _role_names(config: Config) -> Dict[str, str]:
+    """The actor name of each role (a frozen one is found by it); bench mode's explorer is `benchmark`."""
+    explorer = "benchmark" if config.mode == Mode.bench else config.explorer.name
+    return {"explorer": explorer, "trainer": config.trainer.name}
 
 
 def _answer(method, role: str, config: Config, what: str):
@@ -234,7 +236,7 @@ def _frozen(config: Config, actors: Optional[Dict[str, object]]) -> Tuple[str, T
     silent = unresponsive_actors(config.ray_namespace)
     if not silent:
         return "", ()
-    names = {"explorer": _explorer_name(config), "trainer": config.trainer.name}
+    names = _role_names(config)
 
     def owns(role: str, name: str) -> bool:
         if config.mode == Mode.colocate and name == colocated_device_name(config):
