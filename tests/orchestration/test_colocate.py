@@ -1,6 +1,6 @@
 """mode=colocate end to end: one device process is the explorer's engine and the trainer's rank and holds the
-explorer and the trainer themselves; a run and a resume of it (the sweep test, tests/orchestration/test_summary.py,
-runs colocated jobs)."""
+explorer, the trainer and their experience queue; a run and a resume of it (the sweep test,
+tests/orchestration/test_summary.py, runs colocated jobs)."""
 
 import json
 import subprocess
@@ -51,6 +51,7 @@ def test_colocate_runs_in_one_device_process_and_resumes_exactly(ray_cluster, tm
     assert started["trainer_rank_0"]["ActorClassName"] == "ColocatedDevice"
     assert not [name for name in started if name.startswith("explorer_engine")], started
     assert "explorer" not in started and "trainer" not in started, "the roles run inside the device process"
+    assert not [name for name in started if name.startswith("queue-")], "the device hosts the experience queue"
     assert _versions(config.checkpoint_job_dir) == [0, 1], "synchronous: step s rolls out with version s-1"
 
     resumed = small_config(tmp_path, *COLOCATE, "buffer.total_steps=4")

@@ -153,8 +153,13 @@ class ReplayBufferConfig:
 class ExperienceBufferConfig:
     """Where experiences (or, for sft/dpo, dataset rows) wait for the trainer."""
 
-    name: str = setting("experience_buffer", help="Name of the buffer (queue actor name, SQL table).")
-    storage_type: StorageType = setting(StorageType.queue, help="queue (Ray actor FIFO), file (jsonl) or sql.")
+    name: str = setting(
+        "experience_buffer", help="Name of the buffer; its queue (actor) or SQL table is named after it."
+    )
+    storage_type: StorageType = setting(
+        StorageType.queue,
+        help="queue (in memory: in colocate's device process, else a Ray actor), file (jsonl) or sql.",
+    )
     path: Optional[str] = setting(
         None, help="jsonl file or SQLAlchemy URL; sft/dpo: the dataset. Empty means under the job dir.", auto=True
     )

@@ -23,6 +23,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 import ray
 
 from trinity.explorer.engine import EngineSpec, Prompt, RolloutEngine, TaskTimeout, TextCodec, engine_specs
+from trinity.explorer.engine_links import link_to
 from trinity.explorer.sampling import Sample, SamplingParams
 from trinity.placement import in_bundle
 
@@ -280,13 +281,15 @@ def _all_answer(handles: Sequence[Any], method: str, timeout: float, failure: st
 
 
 class RemoteEngine(RolloutEngine):
-    """A RolloutEngine backed by an EngineActor; every call honours the task's deadline (monotonic).
+    """A RolloutEngine backed by an EngineActor, through Ray or in process (`engine_links`); every call honours
+    the task's deadline (monotonic).
     With `enable_openai_api`, workflows may also talk to the replica through OpenAI clients; with
     `enable_history` the completions those clients receive are recorded for experiences."""
 
-    def __init__(self, handle: Any, spec: EngineSpec, codec: TextCodec, deadline: Optional[float] = None):
+    def __init__(self, engine: Any, spec: EngineSpec, codec: TextCodec, deadline: Optional[float] = None):
+        """`engine`: the actor's handle, or its in-process link (`engine_links.in_process_engine`)."""
         super().__init__(spec, codec)
-        self.handle = handle
+        self.link = link_to(engine)
         self.deadline = deadline
         self.history: List[Any] = []  # openai_client.Turn records of this workflow run
 
@@ -297,7 +300,7 @@ class RemoteEngine(RolloutEngine):
                 "this engine serves no OpenAI API: set enable_openai_api=true on its model "
                 "(explorer.rollout_model or the auxiliary model) to use get_openai_client()"
             )
-        return ray.get(self.handle.serve_openai.remote(), timeout=self._remaining(None))
+        return self.link.call("serve_openai", timeout=self._remaining(None))
 
     def get_openai_client(self):
         """An `openai.OpenAI` bound to this replica (`client.model_path` names its model)."""
@@ -339,18 +342,12 @@ class RemoteEngine(RolloutEngine):
         self, prompts: Sequence[Prompt], params: Optional[SamplingParams] = None, timeout: Optional[float] = None
     ) -> List[List[Sample]]:
         remaining = self._remaining(timeout)
-        ref = self.handle.generate.remote([list(p) for p in prompts], params or self.defaults, remaining)
-        try:
-            return ray.get(ref, timeout=remaining + REPLY_GRACE_S)
-        except ray.exceptions.GetTimeoutError:
-            ray.cancel(ref)
-            raise TaskTimeout(f"the engine did not answer within {remaining:.1f} s") from None
-        except ray.exceptions.RayTaskError as exc:
-            raise exc.as_instanceof_cause() from None
+        rows = [list(prompt) for prompt in prompts]
+        return self.link.call("generate", rows, params or self.defaults, remaining, timeout=remaining + REPLY_GRACE_S)
 
     def update_weights(self, named_tensors: Dict[str, Any], version: int) -> None:
-        ray.get(self.handle.update_weights.remote(named_tensors, version), timeout=self._remaining(None))
+        self.link.call("update_weights", named_tensors, version, timeout=self._remaining(None))
 
     @property
     def model_version(self) -> int:
-        return ray.get(self.handle.model_version.remote(), timeout=self._remaining(None))
+        return self.link.call("model_version", timeout=self._remaining(None))

@@ -31,6 +31,7 @@ from trinity.config.quota import Quota
 from trinity.config.root import Config, Mode, SyncMethod, SyncStyle
 from trinity.config.topology import PAIRED_MODES, colocated_device_name, served_auxiliaries
 from trinity.explorer.engine_actor import create_engines
+from trinity.explorer.engine_links import in_process_engine
 from trinity.explorer.runner import TaskFailure, TaskRunner
 from trinity.explorer.top_up import StepTally, every_task_failed, still_short
 from trinity.job_layout import completed_steps
@@ -57,13 +58,15 @@ class Explorer:
         self.resumed = bool(trainer_meta.get("latest_iteration"))
         self.synchronizer = Synchronizer.get_actor(config, module_name=self.name)
         if config.mode == Mode.colocate:  # the job's one device process is the engine (and the trainer's rank)
-            self.engines = [ray.get_actor(colocated_device_name(config), namespace=config.ray_namespace)]
+            device = colocated_device_name(config)
+            self.engines = [ray.get_actor(device, namespace=config.ray_namespace)]
+            rollout = [in_process_engine(device) or self.engines[0]]  # built in the device: tasks call it directly
         else:
-            self.engines = create_engines(
+            self.engines = rollout = create_engines(
                 config, name_prefix=f"{self.name}_engine", namespace=config.ray_namespace, placement=placement
             )
         self.auxiliary_engines = self._auxiliary_engines(placement)
-        self.runner = TaskRunner.from_config(config, self.engines, self.auxiliary_engines)
+        self.runner = TaskRunner.from_config(config, rollout, self.auxiliary_engines)
         self.quota = Quota.of(config)
         self.taskset = train_taskset_reader(config, reads_per_step=1 + config.explorer.max_extra_explore_steps)
         self.written = self._resume_taskset(meta, trainer_meta)
@@ -342,8 +345,8 @@ class Explorer:
         await self._save_state()
         try:
             await self.synchronizer.set_explorer_status.remote(RunningStatus.STOPPED, None, self.name)
-        finally:
-            self.writer.release()
+        finally:  # off this loop: colocate's device serves its queue on it
+            await asyncio.to_thread(self.writer.release)
             self.writer.close()
             self.monitor.close()
 

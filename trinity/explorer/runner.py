@@ -23,6 +23,7 @@ from trinity.config.plugins import REWARD_FNS, WORKFLOWS
 from trinity.config.topology import served_auxiliaries
 from trinity.explorer.engine import EngineSpec, TaskTimeout, TextCodec, engine_specs
 from trinity.explorer.engine_actor import RemoteEngine
+from trinity.explorer.engine_links import link_to
 from trinity.explorer.task import RolloutTask, as_rollout_task
 from trinity.explorer.workflows.base import REWARD_SECONDS
 
@@ -72,7 +73,7 @@ class TaskRunner:
         if not engines:
             raise ValueError("a TaskRunner needs at least one engine actor")
         self.codec = _codec(spec)
-        self.engines = list(engines)
+        self.engines = [link_to(engine) for engine in engines]
         self.spec = spec
         self.auxiliary = [(list(handles), aux_spec, _codec(aux_spec)) for handles, aux_spec in auxiliary]
         self.slots = [engine for engine in range(len(self.engines)) for _ in range(runner_per_model)]
@@ -151,7 +152,7 @@ class TaskRunner:
         requests together (`EngineActor.expect`); fire and forget: a dead engine fails the requests."""
         for engine, count in Counter(self.slots[attempt.slot] for attempt in wave).items():
             if count > 1:
-                self.engines[engine].expect.remote(count, self.gather_s)
+                self.engines[engine].send("expect", count, self.gather_s)
 
     def _start(self, task: RolloutTask, attempt: _Attempt) -> Future:
         future: Future = Future()

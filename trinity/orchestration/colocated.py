@@ -20,10 +20,12 @@ import functools
 from types import SimpleNamespace
 from typing import Any, Callable, Dict, Optional, Tuple
 
+from trinity.config.buffer import StorageType
 from trinity.config.root import Config
-from trinity.config.topology import rank_name_prefix
+from trinity.config.topology import colocated_device_name, rank_name_prefix
 from trinity.explorer.engine import EngineSpec
 from trinity.explorer.engine_actor import EngineActor, start_engines
+from trinity.explorer.engine_links import serve_in_process
 from trinity.manager.errors import SyncError
 from trinity.manager.published_weights import InEngineWeights
 from trinity.orchestration.roles import ROLE_METHODS, build_role
@@ -75,7 +77,15 @@ class ColocatedDevice(EngineActor):
 
     async def host_role(self, role: str, config: Config, placement: Tuple[Any, int]) -> None:
         """Build the explorer or the trainer here. Its constructor waits on other actors, so it runs on a
-        thread of its own; its failure is kept for the role's first call (`call_role`)."""
+        thread of its own; its failure is kept for the role's first call (`call_role`). A queue experience
+        buffer is hosted here first, on this actor's event loop: both roles' clients find it
+        (`queue_links.link_to`) and the job starts no queue actor."""
+        from trinity.buffer.queue_links import host_queue
+
+        serve_in_process(colocated_device_name(config), self)
+        buffer = config.buffer.trainer_input.experience_buffer
+        if buffer.storage_type == StorageType.queue:
+            host_queue(buffer)
         built = self._role(role)
         try:
             built.set_result(await asyncio.to_thread(build_role, role, config, placement))

@@ -19,7 +19,7 @@ from typing import Dict, List, Optional, Tuple
 import ray
 
 from trinity.buffer.queue_storage import destroy_queue, start_queue_actor
-from trinity.config.buffer import StorageType
+from trinity.config.buffer import ExperienceBufferConfig, StorageType
 from trinity.config.data import BuiltinDataset
 from trinity.config.root import Config, Mode
 from trinity.config.topology import EXPLORER_MODES, TRAINER_MODES, colocated_device_name, served_engines
@@ -109,8 +109,8 @@ def _start_actors(config: Config, group, actors: Dict[str, object], keepers: Lis
     if config.mode == Mode.colocate:
         device = start_colocated_device(config, group)
         keepers.append(device)
-    buffer = config.buffer.trainer_input.experience_buffer
-    if buffer.storage_type == StorageType.queue:
+    buffer = _queue_actor_buffer(config)
+    if buffer is not None:
         destroy_queue(buffer.name, config.ray_namespace)  # a crashed run's leftovers are never reused
         start_queue_actor(buffer, config.ray_namespace)
     state = start_state_actor(config)
@@ -124,6 +124,13 @@ def _start_actors(config: Config, group, actors: Dict[str, object], keepers: Lis
     _start_roles(config, group, actors, device)
     if device is not None:
         wait_started([device], config)
+
+
+def _queue_actor_buffer(config: Config) -> Optional[ExperienceBufferConfig]:
+    """The experience buffer whose queue actor the job runs: a queue's, except in colocate, whose device
+    hosts the queue beside both roles (`ColocatedDevice.host_role`)."""
+    buffer = config.buffer.trainer_input.experience_buffer
+    return buffer if buffer.storage_type == StorageType.queue and config.mode != Mode.colocate else None
 
 
 def _start_roles(config: Config, group, actors: Dict[str, object], device=None) -> None:
@@ -260,8 +267,8 @@ def _cleanup(config: Config, actors: Dict[str, object], keepers: List[object], f
                 logger.warning("shutdown of the %s failed: %s", role, exc)
         if not hosted:
             ray.kill(actor)
-    buffer = config.buffer.trainer_input.experience_buffer
-    if buffer.storage_type == StorageType.queue:
+    buffer = _queue_actor_buffer(config)
+    if buffer is not None:
         destroy_queue(buffer.name, config.ray_namespace)
     for keeper in keepers:
         ray.kill(keeper)
