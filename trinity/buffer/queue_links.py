@@ -65,10 +65,7 @@ class ActorLink:
             raise BufferStorageError(f"buffer '{self.name}': actor {queue_actor_name(self.name)} died") from err
 
     def _late(self, timeout: float) -> BufferTimeout:
-        return BufferTimeout(
-            f"buffer '{self.name}': actor {queue_actor_name(self.name)} did not answer within "
-            f"{timeout + RPC_GRACE_S:g} s"
-        )
+        return _no_answer(self.name, f"actor {queue_actor_name(self.name)}", timeout)
 
     @staticmethod
     def pack(experiences: Sequence[Experience]) -> List[Tuple[Any, int, int]]:
@@ -115,10 +112,7 @@ class HostedLink:
             raise self._late(timeout) from err
 
     def _late(self, timeout: float) -> BufferTimeout:
-        return BufferTimeout(
-            f"buffer '{self.name}': the queue hosted in this process did not answer within "
-            f"{timeout + RPC_GRACE_S:g} s (its event loop is blocked)"
-        )
+        return _no_answer(self.name, "the queue hosted in this process (its event loop blocked?)", timeout)
 
     @staticmethod
     def pack(experiences: Sequence[Experience]) -> List[Tuple[Any, int, int]]:
@@ -131,6 +125,10 @@ class HostedLink:
         experience = copy.copy(payload)
         experience.info = dict(payload.info)
         return experience
+
+
+def _no_answer(name: str, holder: str, timeout: float) -> BufferTimeout:
+    return BufferTimeout(f"buffer '{name}': {holder} did not answer within {timeout + RPC_GRACE_S:g} s")
 
 
 def _running_loop() -> Optional[asyncio.AbstractEventLoop]:
