@@ -3,11 +3,12 @@
 Per job (the launcher runs this in one Ray task per job): generate the built-in dataset if the config
 asks for one; join or start Ray; on a cluster of several nodes, check that every node sees the job dir
 (`shared_root`); reserve the job's devices as one placement group; start the job's actors, the slowest
-to load first (colocate's device process), then the queue, the StateManager (the single writer of the
-job's progress files) and the Synchronizer, then the explorer and trainer: each takes seconds to import
-and load, and does so while the next starts; all are named in the job's own Ray namespace; prepare them;
-run; collect their final metrics; and remove every actor of the job — also when it fails or is
-interrupted. This is the one owner of a job's cleanup.
+to load first (colocate's device process), then the queue actor (colocate's device hosts its queue
+instead), the StateManager (the single writer of the job's progress files) and the Synchronizer, then
+the explorer and trainer: each takes seconds to import and load, and does so while the next starts;
+all are named in the job's own Ray namespace; prepare them; run; collect their final metrics; and
+remove every actor of the job — also when it fails or is interrupted. This is the one owner of a
+job's cleanup.
 """
 
 import importlib
@@ -100,11 +101,11 @@ def _run_held(config: Config) -> Dict[str, float]:
 
 def _start_actors(config: Config, group, actors: Dict[str, object], keepers: List[object]) -> None:
     """Start the job's actors, the slowest to load first: each loads in its own process while the next
-    starts. Colocate's device (torch, the model, the engine) goes first; then the queue, the StateManager
-    (which also stands in for this process at the Synchronizer: it lives exactly as long as the job) and
-    the Synchronizer; then the explorer and trainer (`roles`: this process never imports torch; colocate's
-    device builds them once it has loaded). Returns once the StateManager is up and colocate's device has
-    loaded."""
+    starts. Colocate's device (torch, the model, the engine) goes first; then the queue actor (not in
+    colocate: the device hosts the queue), the StateManager (which also stands in for this process at
+    the Synchronizer: it lives exactly as long as the job) and the Synchronizer; then the explorer and
+    trainer (`roles`: this process never imports torch; colocate's device builds them once it has
+    loaded). Returns once the StateManager is up and colocate's device has loaded."""
     device = None
     if config.mode == Mode.colocate:
         device = start_colocated_device(config, group)
