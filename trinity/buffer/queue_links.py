@@ -100,13 +100,13 @@ class HostedLink:
             raise self._late(timeout) from err
 
     async def call_async(self, method: str, *args, timeout: float) -> Any:
-        answer = getattr(self._storage, method)(*args)
-        if not asyncio.iscoroutine(answer):
-            return answer
+        function = getattr(self._storage, method)
+        if not asyncio.iscoroutinefunction(function):
+            return function(*args)
         if _running_loop() is self._loop:
-            return await answer  # the queue bounds its own waits
+            return await function(*args)  # the queue bounds its own waits
         try:
-            future = asyncio.run_coroutine_threadsafe(answer, self._loop)
+            future = asyncio.run_coroutine_threadsafe(function(*args), self._loop)
             return await asyncio.wait_for(asyncio.wrap_future(future), timeout + RPC_GRACE_S)
         except asyncio.TimeoutError as err:
             raise self._late(timeout) from err

@@ -4,12 +4,13 @@ The job starts it (as an engine, named like the trainer's rank 0) and builds the
 it too (`host_role`; the job calls them through `HostedRole`), so a colocated job has one process that
 imports torch, not three, and no process boundary between a role and its device. The explorer uses it as
 its engine and the trainer makes it its rank (`start_rank`), through its own actor handle, as in mode
-both. Generation batches and every rank call run on the engine's one worker thread, so rollout and
-training take turns, each with all of the device's threads, and never interleave inside a batch or an
-update. A weight sync copies the rank's parameters inside this process and announces the version
-(`InEngineWeights`): no object store, no file, no second process. The engine takes the copy when the
-explorer pulls it, at the explorer's own sync points, so a rollout step never mixes versions and the
-versions each step rolls out with are those of mode both.
+both, except that the explorer's tasks call the engine in process (`engine_links`) and both roles share an
+experience queue hosted here (`queue_links`), not a queue actor. Generation batches and every rank call
+run on the engine's one worker thread, so rollout and training take turns, each with all of the device's
+threads, and never interleave inside a batch or an update. A weight sync copies the rank's parameters
+inside this process and announces the version (`InEngineWeights`): no object store, no file, no second
+process. The engine takes the copy when the explorer pulls it, at the explorer's own sync points, so a
+rollout step never mixes versions and the versions each step rolls out with are those of mode both.
 
 Importing this module loads no torch (the device process does, as it starts): the job imports it and
 starts the device first, so the slowest actor to load is not held up by the job's own imports.
@@ -77,9 +78,10 @@ class ColocatedDevice(EngineActor):
 
     async def host_role(self, role: str, config: Config, placement: Tuple[Any, int]) -> None:
         """Build the explorer or the trainer here. Its constructor waits on other actors, so it runs on a
-        thread of its own; its failure is kept for the role's first call (`call_role`). A queue experience
-        buffer is hosted here first, on this actor's event loop: both roles' clients find it
-        (`queue_links.link_to`) and the job starts no queue actor."""
+        thread of its own; its failure is kept for the role's first call (`call_role`). First, on this
+        actor's event loop, the device offers itself to the roles' in-process calls (`serve_in_process`) and
+        hosts a queue experience buffer: both roles' clients find it (`queue_links.link_to`), and the job
+        starts no queue actor."""
         from trinity.buffer.queue_links import host_queue
 
         serve_in_process(colocated_device_name(config), self)
