@@ -19,6 +19,7 @@ FLOORS = {
     "trinity.data": 2,
     "trinity.job_layout": 2,
     "trinity.placement": 2,
+    "trinity.in_process": 2,
     "trinity.safetensors_dtypes": 2,
     "trinity.monitor": 2,
     "trinity.logs": 2,

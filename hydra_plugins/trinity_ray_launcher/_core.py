@@ -70,7 +70,9 @@ def _sweep_config(launcher, overrides: Sequence[str], idx: int, varying: List[st
     (`arithmetic/algorithm=grpo`), so job directories and namespaces never collide."""
     from trinity.config import is_trinity_config
 
-    sweep_config = launcher.hydra_context.config_loader.load_sweep_config(launcher.config, list(overrides))
+    sweep_config = launcher.composed.pop(tuple(overrides), None)  # composed by the sweeper to check the batch
+    if sweep_config is None:
+        sweep_config = launcher.compose_job(launcher.config, list(overrides))
     with open_dict(sweep_config):
         sweep_config.hydra.job.id = f"job_id_for_{idx}"
         sweep_config.hydra.job.num = idx

@@ -1,5 +1,5 @@
 """The runner against an engine actor in its own process, as colocate's device hosts the explorer: the actor
-object runs on an event loop of this process (`serve_in_process`), and tasks call it without Ray."""
+object runs on an event loop of this process (`in_process.serve`), and tasks call it without Ray."""
 
 import asyncio
 import threading
@@ -10,9 +10,10 @@ import torch
 
 from trinity.explorer.engine import TaskTimeout
 from trinity.explorer.engine_actor import EngineActor, RemoteEngine
-from trinity.explorer.engine_links import in_process_engine, serve_in_process
+from trinity.explorer.engine_links import in_process_engine
 from trinity.explorer.runner import TaskRunner
 from trinity.explorer.sampling import SamplingParams
+from trinity.in_process import serve
 
 
 @pytest.fixture(scope="module")
@@ -24,10 +25,10 @@ def served(spec):
     threads = torch.get_num_threads()
     actor = EngineActor(spec)  # sets the device's thread count, as in its own process
 
-    async def serve():
-        serve_in_process("device", actor)
+    async def register():
+        serve("device", actor)
 
-    asyncio.run_coroutine_threadsafe(serve(), loop).result(30)
+    asyncio.run_coroutine_threadsafe(register(), loop).result(30)
     yield actor, loop
     loop.call_soon_threadsafe(loop.stop)
     thread.join(30)

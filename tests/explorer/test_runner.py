@@ -104,6 +104,19 @@ def test_timed_out_tasks_are_retried_then_recorded_without_stalling_the_step(con
     assert len(runner(config, engines, spec).run(tasks(1)).experiences) == 4
 
 
+def test_attempts_reuse_the_threads_of_finished_ones_but_not_of_stuck_ones(config, engines, spec):
+    reusing = runner(config, engines, spec, max_timeout=1.0, max_retry_times=0)  # 2 attempts at a time
+    stuck = tasks(1, task_id="hangs", workflow=f"{PLUGINS}.SleepingWorkflow", workflow_args={"seconds": 120})
+    assert [failure.task_id for failure in reusing.run(tasks(1) + stuck).failures] == ["hangs"]
+    assert reusing.threads.started == 2
+    result = reusing.run(tasks(2))  # t0's thread is idle again, the stuck one is not
+    assert result.failures == [] and len(result.experiences) == 8
+    assert reusing.threads.started == 3
+    result = reusing.run(tasks(4))
+    assert result.failures == [] and len(result.experiences) == 16
+    assert reusing.threads.started == 3, "4 attempts, 2 at a time, on the 2 idle threads"
+
+
 @pytest.fixture(scope="module")
 def codec(spec, engines):
     return TaskRunner(engines, spec).codec

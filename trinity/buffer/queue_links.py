@@ -10,7 +10,7 @@ capacity, FIFO or replay, writer counting, end of stream and timeouts are the qu
 import asyncio
 import concurrent.futures
 import copy
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, List, Optional, Sequence, Tuple
 
 import ray
 from ray.exceptions import GetTimeoutError, RayActorError
@@ -19,24 +19,23 @@ from trinity.buffer.errors import BufferStorageError, BufferTimeout
 from trinity.buffer.experience import Experience
 from trinity.buffer.queue_storage import QueueStorage, get_queue_actor, queue_actor_name, replay_settings
 from trinity.config.buffer import ExperienceBufferConfig
+from trinity.in_process import running_loop, serve, served
 
 RPC_GRACE_S = 30.0  # extra client-side wait beyond the queue's own timeout, for a dead or stuck holder
 
-# buffer name -> (the queue, the event loop that serves it), for the queues this process hosts
-_HOSTED: Dict[str, Tuple[QueueStorage, asyncio.AbstractEventLoop]] = {}
-
 
 def host_queue(buffer: ExperienceBufferConfig) -> QueueStorage:
-    """This process's queue for `buffer`, created on the first call and served on the running event loop."""
-    if buffer.name not in _HOSTED:
-        storage = QueueStorage(buffer.name, buffer.capacity, replay_settings(buffer))
-        _HOSTED[buffer.name] = (storage, asyncio.get_running_loop())
-    return _HOSTED[buffer.name][0]
+    """This process's queue for `buffer`, created on the first call and served on the running event loop, under
+    the name its queue actor would have."""
+    name = queue_actor_name(buffer.name)
+    if served(name) is None:
+        serve(name, QueueStorage(buffer.name, buffer.capacity, replay_settings(buffer)))
+    return served(name)[0]
 
 
 def link_to(buffer: ExperienceBufferConfig, namespace: Optional[str] = None):
-    """The queue this process hosts under `buffer.name`, else the job's queue actor (in `namespace`)."""
-    hosted = _HOSTED.get(buffer.name)
+    """The queue this process hosts for `buffer`, else the job's queue actor (in `namespace`)."""
+    hosted = served(queue_actor_name(buffer.name))
     return HostedLink(buffer.name, *hosted) if hosted else ActorLink(buffer, namespace)
 
 
@@ -87,7 +86,7 @@ class HostedLink:
         function = getattr(self._storage, method)
         if not asyncio.iscoroutinefunction(function):
             return function(*args)
-        if _running_loop() is self._loop:
+        if running_loop() is self._loop:
             raise RuntimeError(
                 f"buffer '{self.name}': a blocking {method} on the event loop that serves the queue would wait "
                 "on itself; call it from another thread or use the async call"
@@ -103,7 +102,7 @@ class HostedLink:
         function = getattr(self._storage, method)
         if not asyncio.iscoroutinefunction(function):
             return function(*args)
-        if _running_loop() is self._loop:
+        if running_loop() is self._loop:
             return await function(*args)  # the queue bounds its own waits
         try:
             future = asyncio.run_coroutine_threadsafe(function(*args), self._loop)
@@ -129,10 +128,3 @@ class HostedLink:
 
 def _no_answer(name: str, holder: str, timeout: float) -> BufferTimeout:
     return BufferTimeout(f"buffer '{name}': {holder} did not answer within {timeout + RPC_GRACE_S:g} s")
-
-
-def _running_loop() -> Optional[asyncio.AbstractEventLoop]:
-    try:
-        return asyncio.get_running_loop()
-    except RuntimeError:
-        return None

@@ -11,25 +11,18 @@ TaskTimeout when the engine does not answer in time; `send` does not wait.
 
 import asyncio
 import concurrent.futures
-from typing import Any, Dict, Optional, Tuple, Union
+from typing import Any, Optional, Union
 
 import ray
 
 from trinity.explorer.engine import TaskTimeout
-
-# actor name -> (the engine actor object, the event loop that runs its methods), for engines in this process
-_IN_PROCESS: Dict[str, Tuple[Any, asyncio.AbstractEventLoop]] = {}
-
-
-def serve_in_process(name: str, actor: Any) -> None:
-    """Let roles built in this process call `actor` (named `name`) directly; call it on the actor's loop."""
-    _IN_PROCESS[name] = (actor, asyncio.get_running_loop())
+from trinity.in_process import running_loop, served
 
 
 def in_process_engine(name: str) -> Optional["InProcessLink"]:
-    """The link to the engine actor `name` when it lives in this process (`serve_in_process`), else None."""
-    served = _IN_PROCESS.get(name)
-    return InProcessLink(name, *served) if served else None
+    """The link to the engine actor `name` when it lives in this process (`in_process.serve`), else None."""
+    found = served(name)
+    return InProcessLink(name, *found) if found else None
 
 
 def link_to(engine: Any) -> Union["ActorLink", "InProcessLink"]:
@@ -62,7 +55,7 @@ class InProcessLink:
 
     def call(self, method: str, *args: Any, timeout: Optional[float]) -> Any:
         """As `ActorLink.call`; from any thread but the actor's event loop, which the call would block."""
-        if _running_loop() is self.loop:
+        if running_loop() is self.loop:
             raise RuntimeError(f"{method} of engine {self.name} was called on its own event loop, which it would block")
         future = asyncio.run_coroutine_threadsafe(getattr(self.actor, method)(*args), self.loop)
         try:
@@ -73,10 +66,3 @@ class InProcessLink:
 
     def send(self, method: str, *args: Any) -> None:
         asyncio.run_coroutine_threadsafe(getattr(self.actor, method)(*args), self.loop)
-
-
-def _running_loop() -> Optional[asyncio.AbstractEventLoop]:
-    try:
-        return asyncio.get_running_loop()
-    except RuntimeError:
-        return None

@@ -34,6 +34,7 @@ from trinity.explorer.engine_actor import create_engines
 from trinity.explorer.engine_links import in_process_engine
 from trinity.explorer.runner import TaskFailure, TaskRunner
 from trinity.explorer.top_up import StepTally, every_task_failed, still_short
+from trinity.in_process import local_handle
 from trinity.job_layout import completed_steps
 from trinity.logs import apply_log_level
 from trinity.manager import RunningStatus, Synchronizer
@@ -59,7 +60,7 @@ class Explorer:
         self.synchronizer = Synchronizer.get_actor(config, module_name=self.name)
         if config.mode == Mode.colocate:  # the job's one device process is the engine (and the trainer's rank)
             device = colocated_device_name(config)
-            self.engines = [ray.get_actor(device, namespace=config.ray_namespace)]
+            self.engines = [local_handle(device) or ray.get_actor(device, namespace=config.ray_namespace)]
             rollout = [in_process_engine(device) or self.engines[0]]  # built in the device: tasks call it directly
         else:
             self.engines = rollout = create_engines(
@@ -85,6 +86,7 @@ class Explorer:
         self.monitor = Monitor(config, self.name)
         self.version = 0  # the engines start from the base model; prepare() pulls a newer one on resume
         self.last_metrics: Dict[str, float] = {}
+        self._committing = None  # the StateManager's answer to a progress commit not awaited yet (`_save_state`)
 
     def _resume_taskset(self, meta: dict, trainer_meta: dict) -> int:
         """Put the taskset cursor where this run continues; returns the rows already in the trainer's stream."""
@@ -296,7 +298,7 @@ class Explorer:
         self.monitor.log(
             {"time/sync": time.perf_counter() - started, "sync/model_version": float(self.version)}, self.step
         )
-        await self._save_state()
+        await self._save_state(wait=False)
         return self.version
 
     async def _receive_broadcast(self) -> None:
@@ -337,9 +339,17 @@ class Explorer:
 
     # ---- end ----------------------------------------------------------------------------------
 
-    async def _save_state(self) -> None:
-        taskset = {**self.taskset.state_dict(), "experiences_written": self.written}
-        await self.state.commit_explorer.remote(self.step, [taskset], self.version)
+    async def _save_state(self, wait: bool = True) -> None:
+        """Commit this moment's progress: taken now, and the StateManager runs one caller's commits in order.
+        With `wait=False` it lands while the explorer goes on (the new version after a sync, off the next
+        step's start); the next save waits for it first, so a failed commit still stops the run."""
+        previous, taskset = self._committing, {**self.taskset.state_dict(), "experiences_written": self.written}
+        self._committing = self.state.commit_explorer.remote(self.step, [taskset], self.version)
+        if previous is not None:
+            await previous
+        if wait:
+            committing, self._committing = self._committing, None
+            await committing
 
     async def _finish(self) -> None:
         await self._save_state()

@@ -8,15 +8,15 @@ recorded as timed out and its slot reused, so a step always finishes. A task who
 fail becomes a `TaskFailure` with the last error; it never raises out of `run`.
 """
 
+import functools
 import logging
 import statistics
-import threading
 import time
 import traceback
 from collections import Counter, deque
 from concurrent.futures import FIRST_COMPLETED, Future, wait
 from dataclasses import dataclass, replace
-from typing import Any, Deque, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Deque, Dict, List, Optional, Sequence, Tuple
 
 from trinity.buffer.experience import Experience
 from trinity.config.plugins import REWARD_FNS, WORKFLOWS
@@ -25,6 +25,7 @@ from trinity.explorer.engine import EngineSpec, TaskTimeout, TextCodec, engine_s
 from trinity.explorer.engine_actor import RemoteEngine
 from trinity.explorer.engine_links import link_to
 from trinity.explorer.task import RolloutTask, as_rollout_task
+from trinity.explorer.task_threads import TaskThreads
 from trinity.explorer.workflows.base import REWARD_SECONDS
 
 logger = logging.getLogger(__name__)
@@ -80,6 +81,7 @@ class TaskRunner:
         self.max_retry_times = max_retry_times
         self.max_timeout = max_timeout
         self.gather_s = gather_s
+        self.threads = TaskThreads()
 
     @classmethod
     def from_config(cls, config, engines: Sequence[Any], auxiliary: Sequence[Sequence[Any]] = ()) -> "TaskRunner":
@@ -162,14 +164,14 @@ class TaskRunner:
             for handles, spec, codec in self.auxiliary
         ]
 
-        def target() -> None:
+        def target() -> Callable[[], None]:
             try:
-                future.set_result(run_task(task, engine, auxiliary))
+                return functools.partial(future.set_result, run_task(task, engine, auxiliary))
             except BaseException as exc:  # noqa: BLE001 - every failure is the task's, recorded by run()
                 logger.debug("task %s failed:\n%s", task.task_id, traceback.format_exc())
-                future.set_exception(exc)
+                return functools.partial(future.set_exception, exc)
 
-        threading.Thread(target=target, name=f"task-{task.task_id}-{attempt.number}", daemon=True).start()
+        self.threads.run(target, f"task-{task.task_id}-{attempt.number}")
         return future
 
 

@@ -7,10 +7,11 @@ its engine and the trainer makes it its rank (`start_rank`), through its own act
 both, except that the explorer's tasks call the engine in process (`engine_links`) and both roles share an
 experience queue hosted here (`queue_links`), not a queue actor. Generation batches and every rank call
 run on the engine's one worker thread, so rollout and training take turns, each with all of the device's
-threads, and never interleave inside a batch or an update. A weight sync copies the rank's parameters
-inside this process and announces the version (`InEngineWeights`): no object store, no file, no second
-process. The engine takes the copy when the explorer pulls it, at the explorer's own sync points, so a
-rollout step never mixes versions and the versions each step rolls out with are those of mode both.
+threads, and never interleave inside a batch or an update. A weight sync announces the version
+(`InEngineWeights`): no object store, no file, no second process. The engine copies the rank's weights
+when the explorer pulls them, at the explorer's own sync points, so a rollout step never mixes versions
+and the versions each step rolls out with are those of mode both; a version the rank would change before
+the pull (off-policy) is copied aside first, so a synchronous run copies its weights once per sync.
 
 Importing this module loads no torch (the device process does, as it starts): the job imports it and
 starts the device first, so the slowest actor to load is not held up by the job's own imports.
@@ -26,7 +27,7 @@ from trinity.config.root import Config
 from trinity.config.topology import colocated_device_name, rank_name_prefix
 from trinity.explorer.engine import EngineSpec
 from trinity.explorer.engine_actor import EngineActor, start_engines
-from trinity.explorer.engine_links import serve_in_process
+from trinity.in_process import serve
 from trinity.manager.errors import SyncError
 from trinity.manager.published_weights import InEngineWeights
 from trinity.orchestration.roles import ROLE_METHODS, build_role
@@ -64,13 +65,16 @@ def host_role(device: Any, role: str, config: Config, placement: Tuple[Any, int]
 # What the trainer controller calls on a rank; each runs on the device's worker thread.
 RANK_METHODS = ("train_step", "reference_logprobs", "teacher_logprobs", "critic_values", "save_checkpoint",
                 "load_checkpoint", "save_critic", "load_critic", "shutdown")  # fmt: skip
+# of those, the ones after which the rank may no longer hold the weights it last published
+CHANGES_WEIGHTS = ("train_step", "load_checkpoint", "shutdown")
 
 
 class ColocatedDevice(EngineActor):
     def __init__(self, spec: EngineSpec):
         super().__init__(spec)
         self.rank = None  # the FSDPWorker, once the trainer made this its rank (`start_rank`)
-        self.staged: Optional[Tuple[Dict[str, Any], int]] = None  # tensors published, not yet pulled
+        # (weights, version) published and not yet pulled; weights None while the rank still holds them unchanged
+        self.staged: Optional[Tuple[Optional[Dict[str, Any]], int]] = None
         self.roles: Dict[str, asyncio.Future] = {}  # "explorer"/"trainer" -> the role object, once built
 
     def _role(self, role: str) -> asyncio.Future:
@@ -79,12 +83,12 @@ class ColocatedDevice(EngineActor):
     async def host_role(self, role: str, config: Config, placement: Tuple[Any, int]) -> None:
         """Build the explorer or the trainer here. Its constructor waits on other actors, so it runs on a
         thread of its own; its failure is kept for the role's first call (`call_role`). First, on this
-        actor's event loop, the device offers itself to the roles' in-process calls (`serve_in_process`) and
+        actor's event loop, the device offers itself to the roles' in-process calls (`in_process.serve`) and
         hosts a queue experience buffer: both roles' clients find it (`queue_links.link_to`), and the job
         starts no queue actor."""
         from trinity.buffer.queue_links import host_queue
 
-        serve_in_process(colocated_device_name(config), self)
+        serve(colocated_device_name(config), self)
         buffer = config.buffer.trainer_input.experience_buffer
         if buffer.storage_type == StorageType.queue:
             host_queue(buffer)
@@ -105,30 +109,42 @@ class ColocatedDevice(EngineActor):
         self.rank = await self._on_device(FSDPWorker, config, 0, 1, master_address, master_port, total_steps)
 
     async def publish_weights(self, synchronizer: Any, step: int) -> Optional[int]:
-        """Copy the weights of `step` (replacing an unpulled older copy), then announce them as version `step`."""
+        """Announce the rank's weights as version `step` (replacing an unpulled older version). They are copied
+        only if the rank changes them before the engine takes them (`_keep_published`): in a synchronous run
+        the engine takes them first, straight from the rank."""
         from trinity.manager.weight_sync import state_dict_meta
 
-        def copy() -> InEngineWeights:
-            state = {name: tensor.detach().clone() for name, tensor in self.rank.full_state_dict().items()}
-            self.staged = (state, step)
-            return InEngineWeights(tuple(state_dict_meta(state)))
+        def stage() -> InEngineWeights:
+            self.staged = (None, step)
+            return InEngineWeights(tuple(state_dict_meta(self.rank.full_state_dict())))
 
-        published = await self._on_device(copy)
+        published = await self._on_device(stage)
         await synchronizer.set_model_state_dict.remote(published, step)
         return step
 
     async def load_published(self, published: Any, version: int) -> int:
-        """The explorer's pull: the engine takes the newest copy published here (never an older one)."""
+        """The explorer's pull: the engine takes the newest version published here (never an older one)."""
         if not isinstance(published, InEngineWeights):
             return await super().load_published(published, version)
-        if self.staged is not None and self.staged[1] >= version:
-            state, staged_version = self.staged
-            self.staged = None
-            await self.update_weights(state, staged_version)  # on the device thread, between batches
-        held = self.engine.model_version
+
+        def take() -> int:  # on the device thread, where the rank's updates run: nothing changes meanwhile
+            if self.staged is not None and self.staged[1] >= version:
+                state, staged_version = self.staged
+                self.staged = None
+                self.engine.update_weights(self.rank.full_state_dict() if state is None else state, staged_version)
+            return self.engine.model_version
+
+        held = await self._on_device(take)
         if held < version:
             raise SyncError(f"version {version} was announced but the colocated engine holds version {held}")
         return held
+
+    def _keep_published(self, method: Callable, *args: Any) -> Any:
+        """Run a rank method that changes its weights, copying a published version the engine has not taken yet."""
+        if self.staged is not None and self.staged[0] is None:
+            state, version = self.rank.full_state_dict(), self.staged[1]
+            self.staged = ({name: tensor.detach().clone() for name, tensor in state.items()}, version)
+        return method(*args)
 
     async def _on_device(self, method: Callable, *args: Any) -> Any:
         return await asyncio.get_running_loop().run_in_executor(self._worker, functools.partial(method, *args))
@@ -136,6 +152,8 @@ class ColocatedDevice(EngineActor):
 
 def _rank_method(name: str) -> Callable:
     async def on_device(self: ColocatedDevice, *args: Any) -> Any:
+        if name in CHANGES_WEIGHTS:
+            return await self._on_device(self._keep_published, getattr(self.rank, name), *args)
         return await self._on_device(getattr(self.rank, name), *args)
 
     on_device.__name__, on_device.__doc__ = name, f"FSDPWorker.{name}, on the device's worker thread."

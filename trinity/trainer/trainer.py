@@ -24,6 +24,7 @@ from trinity.config.quota import planned_train_steps as planned_steps_of
 from trinity.config.root import Config, Mode, SyncMethod, SyncStyle
 from trinity.config.topology import PAIRED_MODES, colocated_device_name, rank_name_prefix
 from trinity.config.trainer import ResumeMode
+from trinity.in_process import local_handle
 from trinity.job_layout import CheckpointError, actor_dir, critic_dir
 from trinity.logs import apply_log_level
 from trinity.manager import RunningStatus, Synchronizer
@@ -88,8 +89,9 @@ class Trainer:
         """Start the ranks, resume from the latest checkpoint, form the nccl group; returns the step."""
         config = self.config
         address, port = node_address(), free_port()
-        if config.mode == Mode.colocate:  # the rank joins the engine in the job's one device process
-            self.workers = [ray.get_actor(colocated_device_name(config), namespace=config.ray_namespace)]
+        if config.mode == Mode.colocate:  # the rank joins the engine in the job's one device process, ours
+            device = colocated_device_name(config)
+            self.workers = [local_handle(device) or ray.get_actor(device, namespace=config.ray_namespace)]
             await self.workers[0].start_rank.remote(config, address, port, self.total_steps)
         else:
             self.workers = self._start_ranks(address, port)
