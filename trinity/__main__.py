@@ -7,9 +7,11 @@ import hydra
 from omegaconf import DictConfig
 
 from trinity.app import run
-from trinity.config import CONF_DIR
+from trinity.config import CONF_DIR, register
 
 ADDED_PRESET = ("+experiment=", "++experiment=")
+
+register()  # the schemas the config tree's defaults name, before Hydra composes it
 
 
 @hydra.main(version_base="1.3", config_path=str(CONF_DIR), config_name="config")

@@ -6,10 +6,11 @@ from hydra import compose as hydra_compose
 from hydra import initialize_config_dir
 from omegaconf import DictConfig
 
-from trinity.config.store import CONF_DIR
+from trinity.config.store import CONF_DIR, register
 
 
 def compose(overrides: Sequence[str] = (), config_name: str = "config") -> DictConfig:
     """The job config (without the `hydra` node) for these overrides; composition errors propagate."""
+    register()
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3", job_name="trinity"):
         return hydra_compose(config_name=config_name, overrides=list(overrides))

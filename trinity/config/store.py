@@ -16,6 +16,7 @@ from trinity.config.model import ModelConfig, TinyModelConfig
 from trinity.config.root import Config
 from trinity.config.trainer import FSDP2TrainerConfig, FSDPTrainerConfig, MegatronTrainerConfig
 
+_registered = False  # `register` ran in this process
 CONF_DIR = (Path(__file__).resolve().parent.parent / "conf").resolve()
 GROUPS = ("algorithm", "buffer", "explorer", "model", "trainer")
 
@@ -51,6 +52,11 @@ def help_template() -> str:
 
 
 def register() -> None:
+    """Register the schemas (and the help page) with Hydra's ConfigStore; composing needs them, once a process."""
+    global _registered
+    if _registered:
+        return
+    _registered = True
     cs = ConfigStore.instance()
     cs.store(group="schema", name="config", node=Config)
     for group, schemas in SCHEMAS.items():

@@ -18,7 +18,7 @@ from omegaconf.errors import OmegaConfBaseException
 
 from trinity.config.errors import show
 from trinity.config.fields import FieldInfo, field_infos
-from trinity.config.store import CONF_DIR, GROUPS
+from trinity.config.store import CONF_DIR, GROUPS, register
 from trinity.studio.evaluation import COMPOSE_LOCK, compose_locked, error_text
 from trinity.studio.overrides import forced_override, value_override
 from trinity.studio.selection import FUNCTION_KEYS, GROUP_KEYS, Selection
@@ -80,6 +80,7 @@ def load_preset(overrides: Sequence[str] = ()) -> Loaded:
 
 
 def _compose(config_dir: str, config_name: str, overrides: List[str]) -> DictConfig:
+    register()
     try:
         with COMPOSE_LOCK, initialize_config_dir(config_dir=config_dir, version_base="1.3", job_name="trinity"):
             return hydra_compose(config_name=config_name, overrides=overrides, return_hydra_config=True)
