@@ -39,10 +39,10 @@ def running_loop() -> Optional[asyncio.AbstractEventLoop]:
 
 
 class LocalHandle:
-    """`handle.method.remote(*args)` as on the actor's Ray handle: the call starts at once and gives an awaitable
-    of its answer (the method's own exception when it raised one). Arguments are passed as they are, not
-    copied: callers hand over what they no longer change, as they would to Ray. `__ray_call__.remote(fn)`
-    runs `fn(actor)`, as Ray does in the actor."""
+    """`handle.method.remote(*args)` as on the actor's Ray handle, from the actor's own event loop: the call
+    starts at once and gives an awaitable of its answer (the method's own exception when it raised one).
+    Arguments are passed as they are, not copied: callers hand over what they no longer change, as they
+    would to Ray. `__ray_call__.remote(fn)` runs `fn(actor)`, as Ray does in the actor."""
 
     def __init__(self, actor: Any, loop: asyncio.AbstractEventLoop) -> None:
         self.actor, self.loop = actor, loop
@@ -60,10 +60,10 @@ class _Method:
         self.function, self.loop = function, loop
 
     def remote(self, *args: Any, **kwargs: Any) -> Awaitable:
-        """On the actor's loop: a task of the coroutine (or a done future of a plain method's answer); from another
-        loop: a future of the coroutine run on the actor's loop."""
+        """A task of the call on the actor's loop, where every caller runs (the roles' coroutines); a thread
+        (`engine_links.InProcessLink`) blocks on the call instead of awaiting it."""
         if running_loop() is not self.loop:
-            return asyncio.wrap_future(asyncio.run_coroutine_threadsafe(self._call(*args, **kwargs), self.loop))
+            raise RuntimeError(f"{self.function.__name__} was called off its actor's event loop: await it from there")
         return asyncio.ensure_future(self._call(*args, **kwargs))
 
     async def _call(self, *args: Any, **kwargs: Any) -> Any:

@@ -150,6 +150,27 @@ def test_rows_that_end_leave_the_batch(spec):
     assert torch.allclose(torch.tensor(together[1].logprobs), torch.tensor(alone[0].logprobs), atol=1e-4)
 
 
+def test_a_prompt_sampled_n_times_is_computed_once_and_its_rows_still_sample_apart(spec):
+    """The first forward runs each distinct prompt once; every row then draws its own tokens, and each
+    reports the logprobs a fresh forward pass of its own sequence computes."""
+    engine = create_engine(spec)
+    prompts = [engine.encode("12+7="), engine.encode("3-1=")]
+    batch_sizes = []
+    hook = engine.model.register_forward_pre_hook(
+        lambda _module, _args, kwargs: batch_sizes.append(kwargs["input_ids"].shape[0]), with_kwargs=True
+    )
+    try:
+        groups = engine.generate(prompts, SamplingParams(n=6, temperature=1.0, max_tokens=6, min_tokens=6))
+    finally:
+        hook.remove()
+    assert batch_sizes == [2, 12, 12, 12, 12, 12]  # the two prompts, then every row
+    assert len({tuple(sample.response_ids) for group in groups for sample in group}) > 2
+    for group in groups:
+        for sample in group:
+            expected = forward_logprobs(engine.model, sample.prompt_ids, sample.response_ids, 1.0)
+            assert torch.allclose(torch.tensor(sample.logprobs), expected, atol=1e-4)
+
+
 def test_rollout_args_override_engine_defaults(engine):
     params = engine.defaults.updated({"temperature": 0.5, "max_tokens": 7, "top_p": None, "logprobs": 0, "n": 4})
     assert (params.temperature, params.max_tokens, params.n) == (0.5, 7, 4)

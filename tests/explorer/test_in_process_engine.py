@@ -65,7 +65,7 @@ def test_in_process_calls_keep_deadlines_and_errors_and_refuse_the_engines_own_l
         engine.generate([[]])
     with pytest.raises(TaskTimeout, match="ran out"):
         RemoteEngine(in_process_engine("device"), spec, runner.codec, deadline=time.monotonic()).generate([prompt])
-    slow = RemoteEngine(in_process_engine("device"), spec, runner.codec)
+    slow = RemoteEngine(in_process_engine("device"), spec, runner.codec, time.monotonic() + 120)
     with pytest.raises(TaskTimeout, match="did not answer generate within 0.0 s"):
         slow.link.call("generate", [prompt], SamplingParams(n=8, max_tokens=60, min_tokens=60), 60, timeout=0.001)
     actor, loop = served

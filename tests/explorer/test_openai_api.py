@@ -205,7 +205,7 @@ def test_history_needs_the_api_and_an_engine_without_it_says_how_to_enable_it(se
     runner = TaskRunner(engines, engine_specs(config)[0])
     plain = engine_specs(validated(f"checkpoint_root_dir={tmp_path}").configs[0])[0]
     with pytest.raises(RuntimeError, match="enable_openai_api=true"):
-        RemoteEngine(engines[0], plain, runner.codec).get_openai_client()
+        RemoteEngine(engines[0], plain, runner.codec, time.monotonic() + 60).get_openai_client()
 
 
 @needs_vllm

@@ -147,7 +147,7 @@ def test_concurrent_requests_are_merged_and_keep_their_own_limits(spec, engines,
 
 def test_an_announced_wave_is_one_batch(spec, engines, codec):
     """`expect` holds the next batch until the wave's requests are in, or until its time is up."""
-    prompt = RemoteEngine(engines[0], spec, codec).encode("40+2=")
+    prompt = RemoteEngine(engines[0], spec, codec, time.monotonic() + 60).encode("40+2=")
     params = SamplingParams(n=2, max_tokens=4)
     before = ray.get(engines[0].stats.remote(), timeout=60)
     engines[0].expect.remote(2, 300.0)

@@ -67,13 +67,14 @@ def decode(
     tokens = [[] for _ in range(count)]
     logprobs = [[] for _ in range(count)]
     decoded = Decoded(tokens, logprobs)
-    positions = (attention_mask.cumsum(-1) - 1).clamp(min=0)
-    batch = _Batch(torch.arange(count, device=device), input_ids, attention_mask, positions[:, -1:] + 1)
+    batch = _Batch(
+        torch.arange(count, device=device), input_ids, attention_mask, _positions(attention_mask)[:, -1:] + 1
+    )
     limits = torch.tensor(list(max_tokens), device=device)
     stops = torch.tensor(list(stop_token_ids), device=device)
     cache = DynamicCache(config=model.config)
     last_only = {"logits_to_keep": 1} if "logits_to_keep" in inspect.signature(model.forward).parameters else {}
-    logits = _forward(model, input_ids, attention_mask, positions, cache, last_only)
+    logits = _prefill(model, input_ids, attention_mask, cache, last_only)
     timed = any(deadline is not None for deadline in deadlines)
     for generated in range(1, max(max_tokens) + 1):
         raw = logits.float()
@@ -97,6 +98,26 @@ def decode(
         logits = _forward(model, token[:, None], batch.mask, batch.position, cache, last_only)
         batch.position = batch.position + 1
     return decoded
+
+
+def _prefill(model, input_ids, attention_mask, cache, last_only: dict) -> torch.Tensor:
+    """The first step's logits, each distinct prompt computed once: a task sampling n responses sends its prompt
+    n times, and its prompt's forward is much of a short response's work (the tiny model's 128 rows of 16
+    prompts, 8 tokens each: 67 -> 47 ms a batch). The rows' logits and key/value caches are copies of that
+    one forward's, so every row goes on to sample on its own."""
+    width = input_ids.shape[1]
+    distinct, copies = torch.unique(torch.cat([input_ids, attention_mask], dim=1), dim=0, return_inverse=True)
+    if len(distinct) == len(input_ids):
+        return _forward(model, input_ids, attention_mask, _positions(attention_mask), cache, last_only)
+    mask = distinct[:, width:]
+    logits = _forward(model, distinct[:, :width], mask, _positions(mask), cache, last_only)
+    cache.batch_select_indices(copies)
+    return logits[copies]
+
+
+def _positions(attention_mask: torch.Tensor) -> torch.Tensor:
+    """Each token's position within its row, left padding at 0."""
+    return (attention_mask.cumsum(-1) - 1).clamp(min=0)
 
 
 def _forward(model, input_ids, attention_mask, position_ids, cache, last_only: dict) -> torch.Tensor:

@@ -282,11 +282,11 @@ def _all_answer(handles: Sequence[Any], method: str, timeout: float, failure: st
 
 class RemoteEngine(RolloutEngine):
     """A RolloutEngine backed by an EngineActor, through Ray or in process (`engine_links`); every call honours
-    the task's deadline (monotonic).
+    the task's deadline (monotonic), so no call waits on the engine unbounded.
     With `enable_openai_api`, workflows may also talk to the replica through OpenAI clients; with
     `enable_history` the completions those clients receive are recorded for experiences."""
 
-    def __init__(self, engine: Any, spec: EngineSpec, codec: TextCodec, deadline: Optional[float] = None):
+    def __init__(self, engine: Any, spec: EngineSpec, codec: TextCodec, deadline: float):
         """`engine`: the actor's handle, or its in-process link (`engine_links.in_process_engine`)."""
         super().__init__(spec, codec)
         self.link = link_to(engine)
@@ -327,15 +327,13 @@ class RemoteEngine(RolloutEngine):
             self.history.clear()
         return found
 
-    def _remaining(self, timeout: Optional[float]) -> Optional[float]:
-        limits = [
-            t for t in (timeout, None if self.deadline is None else self.deadline - time.monotonic()) if t is not None
-        ]
-        if not limits:
-            return None
-        remaining = min(limits)
+    def _remaining(self, timeout: Optional[float]) -> float:
+        """Seconds the call may take: up to the task's deadline, or `timeout` when that comes first."""
+        remaining = self.deadline - time.monotonic()
+        if timeout is not None:
+            remaining = min(remaining, timeout)
         if remaining <= 0:
-            raise TaskTimeout("the task's time ran out before this generate call")
+            raise TaskTimeout("the task's time ran out before this engine call")
         return remaining
 
     def generate(

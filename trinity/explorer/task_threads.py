@@ -3,10 +3,9 @@
 A workflow is blocking user code, so every running attempt has a thread of its own. Starting a thread per
 attempt delayed a 16-task step's engine batch by ~2 ms on this 2-core machine (3.7 ms from the run's start
 to the batch's start with reused threads, 6.0 ms with new ones); a thread that finished its attempt takes
-the next one instead. An attempt the runner gave up on (past its
-deadline) keeps its thread until the workflow returns, and the next attempts start new threads, so a stuck
-workflow never holds up others. The threads are daemons: a workflow that never returns does not keep the
-process from exiting.
+the next one instead. An attempt the runner gave up on (past its deadline) keeps its thread until the
+workflow returns, and the next attempts start new threads, so a stuck workflow never holds up others. The
+threads are daemons: a workflow that never returns does not keep the process from exiting.
 """
 
 import queue
