@@ -64,8 +64,8 @@ def test_sigkill_of_the_driver_then_rerun(tmp_path):
         return _meta(job, "trainer").get("latest_iteration", 0) >= 2
 
     try:
-        wait_for(checkpointed, 600, "the first checkpoint")
-        wait_for(lambda: _meta(job, "explorer").get("latest_iteration", 0) >= 3, 300, "explore step 3")
+        wait_for(checkpointed, 600, "the first checkpoint", poll=0.1)  # a step takes ~0.15 s: kill mid-run
+        wait_for(lambda: _meta(job, "explorer").get("latest_iteration", 0) >= 3, 300, "explore step 3", poll=0.1)
     finally:
         os.killpg(first.pid, signal.SIGKILL)  # the driver and everything it started, as in a machine crash
         first.wait()
@@ -80,7 +80,7 @@ def test_sigkill_of_the_driver_then_rerun(tmp_path):
 def test_ctrl_c_stops_the_run_with_130_and_a_rerun_resumes(tmp_path):
     """Ctrl-C at a terminal (SIGINT to the driver's whole process group): the run's one job, in the driver,
     removes its actors on the way out, the driver exits 130, and a rerun continues exactly."""
-    steps = 10  # long enough that the interrupt lands mid-run
+    steps = 40  # long enough that the interrupt lands mid-run (steps of this size take ~0.15 s)
     command = [sys.executable, "-m", "trinity", f"checkpoint_root_dir={tmp_path}", *SMALL,
                f"buffer.total_steps={steps}", "trainer.save_interval=2"]  # fmt: skip
     env = {**os.environ, "RAY_AUTH_MODE": "disabled"}
@@ -89,7 +89,7 @@ def test_ctrl_c_stops_the_run_with_130_and_a_rerun_resumes(tmp_path):
     with log.open("w") as stream:
         first = subprocess.Popen(command, env=env, start_new_session=True, stdout=stream, stderr=stream)
     try:
-        wait_for(lambda: _meta(job, "trainer").get("latest_iteration", 0) >= 2, 600, "the first checkpoint")
+        wait_for(lambda: _meta(job, "trainer").get("latest_iteration", 0) >= 2, 600, "the first checkpoint", poll=0.1)
         os.killpg(first.pid, signal.SIGINT)
         first.wait(timeout=180)
     finally:
