@@ -8,6 +8,7 @@ every run spans both nodes. Covered: a run joined with cluster.ray_address, the 
 and a lost node: the job ends with Ray's message and a rerun on the remaining node resumes.
 """
 
+import json
 import os
 import re
 import shutil
@@ -298,3 +299,34 @@ def test_an_empty_ray_address_joins_the_cluster_in_RAY_ADDRESS(monkeypatch):
     assert join_address("") == "10.0.0.1:6379" and join_address("local") is None
     monkeypatch.setenv("RAY_ADDRESS", "http://10.0.0.1:8265")  # a job server, for the `ray job` CLI
     assert join_address("") is None
+
+
+PRIVATE_CLUSTER_SCRIPT = """
+import json, os, ray
+from trinity.config import compose, validate
+from trinity.orchestration.cluster import WORKER_ENV, connect
+
+connect(validate(compose(["stages=[]", "checkpoint_root_dir={root}"])).configs[0])
+
+@ray.remote(num_cpus=0)
+class Probe:
+    def report(self):
+        return {{"env": {{key: os.environ.get(key) for key in WORKER_ENV}},
+                 "runtime_env": dict(ray.get_runtime_context().runtime_env)}}
+
+print(json.dumps(ray.get(Probe.remote().report.remote(), timeout=60)))
+ray.shutdown()
+"""
+
+
+def test_a_private_clusters_actors_inherit_the_worker_environment_without_a_runtime_env(tmp_path):
+    """Without a runtime_env the job's actors can take the workers Ray prestarts; the variables still
+    reach them, through the environment the cluster's processes inherit from the driver."""
+    from trinity.orchestration.cluster import WORKER_ENV
+
+    env = {key: value for key, value in os.environ.items() if key not in WORKER_ENV and key != "RAY_ADDRESS"}
+    script = PRIVATE_CLUSTER_SCRIPT.format(root=tmp_path)
+    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=180)
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+    assert report == {"env": WORKER_ENV, "runtime_env": {}}

@@ -17,6 +17,10 @@ from trinity.config.root import Config
 
 logger = logging.getLogger(__name__)
 
+# The actors' blocking ray.get calls are deliberate (one-time setup, weight swaps that must not
+# interleave with generation); Ray's once-per-actor warning about them is noise in every run's log.
+WORKER_ENV = {"TOKENIZERS_PARALLELISM": "false", "RAY_WARN_BLOCKING_GET_INSIDE_ASYNC": "0"}
+
 
 def connect(config: Config) -> None:
     """ray.init once per process: a private local cluster sized by the config, or join the cluster
@@ -24,12 +28,13 @@ def connect(config: Config) -> None:
     if ray.is_initialized():
         return
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")  # workers inherit the mode of the cluster they join
-    # The actors' blocking ray.get calls are deliberate (one-time setup, weight swaps that must not
-    # interleave with generation); Ray's once-per-actor warning about them is noise in every run's log.
-    env = {"env_vars": {"TOKENIZERS_PARALLELISM": "false", "RAY_WARN_BLOCKING_GET_INSIDE_ASYNC": "0"}}
     cluster = config.cluster
     address = join_address(cluster.ray_address)
     if address is None:
+        # A private cluster's workers inherit this process's environment, so the variables go there: a
+        # job with a runtime_env cannot use the idle workers Ray prestarts, and every actor would start
+        # a fresh interpreter (~0.8 s more to the first step on 2 cores).
+        os.environ.update(WORKER_ENV)
         cuda = cluster.device_type == "cuda"
         ray.init(
             address="local",
@@ -37,10 +42,9 @@ def connect(config: Config) -> None:
             num_gpus=cluster.total_gpu_num if cuda else 0,
             include_dashboard=False,
             log_to_driver=True,
-            runtime_env=env,
         )
     else:
-        ray.init(address=address, runtime_env=env)
+        ray.init(address=address, runtime_env={"env_vars": WORKER_ENV})
 
 
 def join_address(ray_address: str) -> Optional[str]:
