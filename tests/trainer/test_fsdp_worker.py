@@ -7,6 +7,7 @@ import torch
 
 from tests.trainer.conftest import experiences, trainer_config
 from trinity.buffer.batch import collate
+from trinity.manager.weight_sync import state_dict_meta
 from trinity.trainer.distributed import free_port
 from trinity.trainer.fsdp_worker import FSDPWorker
 from trinity.trainer.micro_batch import plan, select
@@ -49,7 +50,8 @@ def _grpo(tmp_path):
 
 @pytest.mark.parametrize("shared_prompts", [False, True], ids=["prompt per row", "prompt per group"])
 def test_two_ranks_match_one_process(ray_cluster, tmp_path, shared_prompts):
-    """One rank holds the plain model, two hold FSDP2 shards; groups that share a prompt run it once."""
+    """One rank holds the plain model, two hold FSDP2 shards; groups that share a prompt run it once. Both
+    announce their weights' names, dtypes and shapes without gathering them."""
     config = _grpo(tmp_path)
     batch = collate(experiences(8, 60, seed=3, shared_prompts=shared_prompts), pad_token_id=0)
     results = {}
@@ -57,6 +59,8 @@ def test_two_ranks_match_one_process(ray_cluster, tmp_path, shared_prompts):
         workers = start(config, world)
         metrics = [step(workers, config, batch, micro) for _ in range(2)]
         results[world] = (metrics, weights(workers))
+        # announced without a gather (DTensor shapes are global), yet exactly what the gather delivers
+        assert ray.get(workers[0].weights_meta.remote()) == state_dict_meta(results[world][1])
         stop(workers)
     (one_metrics, one_weights), (two_metrics, two_weights) = results[1], results[2]
     for a, b in zip(one_metrics, two_metrics, strict=False):

@@ -112,11 +112,10 @@ class ColocatedDevice(EngineActor):
         """Announce the rank's weights as version `step` (replacing an unpulled older version). They are copied
         only if the rank changes them before the engine takes them (`_keep_published`): in a synchronous run
         the engine takes them first, straight from the rank."""
-        from trinity.manager.weight_sync import state_dict_meta
 
         def stage() -> InEngineWeights:
             self.staged = (None, step)
-            return InEngineWeights(tuple(state_dict_meta(self.rank.full_state_dict())))
+            return InEngineWeights(tuple(self.rank.weights_meta()))
 
         published = await self._on_device(stage)
         await synchronizer.set_model_state_dict.remote(published, step)

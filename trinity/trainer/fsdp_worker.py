@@ -23,6 +23,7 @@ from trinity.config.algorithm import DataSchema
 from trinity.config.root import Config
 from trinity.logs import apply_log_level
 from trinity.manager.checkpoint_shards import dim0_shard, write_shard
+from trinity.manager.published_weights import TensorMeta
 from trinity.manager.weight_sync import NcclSender, publish_checkpoint_shard, publish_memory, state_dict_meta
 from trinity.model.load import load_causal_lm, load_tokenizer, resolve_model_path
 from trinity.trainer.actor_loss import ActorLoss, micro_weight
@@ -205,14 +206,18 @@ class FSDPWorker:
         state = get_model_state_dict(self.model, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
         return state if self.rank == 0 else None
 
+    def weights_meta(self) -> List[TensorMeta]:
+        """(name, dtype, shape) of every entry of `full_state_dict()`, without gathering: a sharded model's
+        DTensors carry their global shapes, so announcing a version costs nothing on any device."""
+        return state_dict_meta(self.model.state_dict())
+
     def _weight_shards(self) -> Dict[str, tuple]:
         return {name: dim0_shard(value.detach()) for name, value in self.model.state_dict().items()}
 
     def setup_weight_sender(self, synchronizer) -> None:
         """nccl sync, rank 0: form the broadcast group with the explorers (blocks until they joined)."""
         if self.rank == 0:
-            meta = state_dict_meta(self.model.state_dict())
-            self.sender = NcclSender(synchronizer, meta, self.device)
+            self.sender = NcclSender(synchronizer, self.weights_meta(), self.device)
             self.sender.setup()
 
     def publish_weights(self, synchronizer, step: int) -> Optional[int]:
