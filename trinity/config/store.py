@@ -7,8 +7,6 @@ Also registers `hydra/help: trinity`, whose group list leaves the schema groups 
 
 from pathlib import Path
 
-from hydra.core.config_store import ConfigStore
-
 from trinity.config.algorithm import ALGORITHM_SCHEMAS
 from trinity.config.buffer import BufferConfig
 from trinity.config.explorer import HFExplorerConfig, VLLMExplorerConfig
@@ -53,6 +51,8 @@ def help_template() -> str:
 
 def register() -> None:
     """Register the schemas (and the help page) with Hydra's ConfigStore; composing needs them, once a process."""
+    from hydra.core.config_store import ConfigStore  # imported here: a Ray worker reading a config never composes
+
     global _registered
     if _registered:
         return
