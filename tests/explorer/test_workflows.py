@@ -42,6 +42,7 @@ def test_math_workflow_scores_each_response(engine):
         assert exp.metrics["response_length"] == exp.response_length
         assert exp.info["finish_reason"] in ("stop", "length")
         assert exp.response_text == engine.decode(exp.tokens[exp.prompt_length :].tolist())
+        assert exp.prompt_text == engine.decode(prompt, skip_special_tokens=False)  # decoded once for the task
         assert exp.group_id == "5/t1"
     roundtrip = type(experiences[0]).from_bytes(experiences[0].to_bytes())
     assert torch.equal(roundtrip.tokens, experiences[0].tokens) and roundtrip.reward == experiences[0].reward

@@ -74,7 +74,10 @@ class Workflow:
         metrics: Dict[str, float],
         action_mask: Optional[Sequence[bool]] = None,
         info: Optional[Dict[str, Any]] = None,
+        prompt_text: Optional[str] = None,
+        response_text: Optional[str] = None,
     ) -> Experience:
+        """The texts are decoded from the tokens unless given (a caller that has them saves the decoding)."""
         response_length = len(tokens) - prompt_length
         mask = [True] * response_length if action_mask is None else list(action_mask)
         return Experience(
@@ -89,12 +92,24 @@ class Workflow:
             run_id=run_id,
             info=dict(info or {}),
             metrics={**metrics, "response_length": float(sum(mask))},
-            prompt_text=self.engine.decode(tokens[:prompt_length], skip_special_tokens=False),
-            response_text=self.engine.decode(tokens[prompt_length:]),
+            prompt_text=(
+                self.engine.decode(tokens[:prompt_length], skip_special_tokens=False)
+                if prompt_text is None
+                else prompt_text
+            ),
+            response_text=self.engine.decode(tokens[prompt_length:]) if response_text is None else response_text,
         )
 
-    def sample_experience(self, sample: Sample, run_id: int) -> Experience:
-        """A single-turn experience: the sample scored by the reward function."""
+    def sample_experiences(self, samples: Sequence[Sample]) -> List[Experience]:
+        """One single-turn experience per sample of one prompt (run ids in order); the prompt is decoded once."""
+        if not samples:
+            return []
+        prompt_text = self.engine.decode(samples[0].prompt_ids, skip_special_tokens=False)
+        return [self.sample_experience(sample, run_id, prompt_text) for run_id, sample in enumerate(samples)]
+
+    def sample_experience(self, sample: Sample, run_id: int, prompt_text: Optional[str] = None) -> Experience:
+        """A single-turn experience: the sample scored by the reward function. Its response text is the
+        sample's (the engine decoded it already); its prompt text is `prompt_text` when given."""
         reward, metrics = self.score(sample.text)
         return self.experience(
             tokens=sample.prompt_ids + sample.response_ids,
@@ -105,4 +120,6 @@ class Workflow:
             model_version=sample.model_version,
             metrics=metrics,
             info={"finish_reason": sample.finish_reason},
+            prompt_text=prompt_text,
+            response_text=sample.text,
         )

@@ -14,7 +14,7 @@ class MathWorkflow(Workflow):
 
     def run(self) -> List[Experience]:
         (samples,) = self.engine.generate([self.prompt_ids()], self.sampling_params())
-        return [self.sample_experience(sample, run_id) for run_id, sample in enumerate(samples)]
+        return self.sample_experiences(samples)
 
 
 @dataclass
