@@ -150,3 +150,18 @@ def test_mlflow_without_its_sqlite_dependencies_is_refused_before_the_run(monkey
     assert "alembic" in found.rule and "pip install alembic" in found.fix
     remote = "+monitor.monitor_args.tracking_uri=http://localhost:5000"  # a server has its own store
     assert "monitor.monitor_type" not in problems("monitor.monitor_type=mlflow", remote, "buffer.batch_size=0")
+
+
+def test_tensorboard_monitor_writes_each_steps_finite_numbers_for_both_readers(tmp_path):
+    """A step's values go out as one event; the run summary's reader and the Studio's see each value, and
+    values that are not finite numbers (NaN, booleans) are left out."""
+    from trinity.monitor import Monitor, read_scalars
+    from trinity.studio.metrics import latest_scalars
+
+    config = validate(compose([f"checkpoint_root_dir={tmp_path}", "stages=[]"])).configs[0]
+    monitor = Monitor(config, "trainer")
+    monitor.log({"actor/loss": 0.5, "actor/nan": float("nan"), "done": True, "count": 3}, 1)
+    monitor.log({"actor/loss": 0.25, "count": 4}, 2)
+    monitor.close()
+    assert read_scalars(str(monitor.directory)) == {"actor/loss": [(1, 0.5), (2, 0.25)], "count": [(1, 3.0), (2, 4.0)]}
+    assert latest_scalars(config.checkpoint_job_dir) == {"actor/loss": (2, 0.25), "count": (2, 4.0)}
