@@ -233,14 +233,14 @@ class Explorer:
             return experiences, {}
         batch = collate(experiences, pad_token_id=0)
         out = self.advantage(batch)
-        keep = out.get("keep")
+        keep = [True] * len(experiences) if out.get("keep") is None else out["keep"].tolist()
+        advantages, returns = out["advantages"], out["returns"]
         kept = []
-        for row, exp in enumerate(experiences):
-            if keep is not None and not bool(keep[row]):
-                continue
-            exp.advantages = out["advantages"][row, : exp.response_length].clone()
-            exp.returns = out["returns"][row, : exp.response_length].clone()
-            kept.append(exp)
+        for row, (exp, kept_row) in enumerate(zip(experiences, keep, strict=True)):
+            if kept_row:
+                length = exp.response_length
+                exp.advantages, exp.returns = advantages[row, :length].clone(), returns[row, :length].clone()
+                kept.append(exp)
         return kept, dict(out.get("metrics", {}))
 
     async def evaluate(self) -> Dict[str, float]:
