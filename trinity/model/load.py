@@ -47,10 +47,13 @@ def load_tokenizer(model_path: str, trust_remote_code: bool = False, chat_templa
 
 
 def load_causal_lm(model_path: str, dtype: str = "float32", device: str = "cpu", trust_remote_code: bool = False):
-    """The causal LM of `model_path` in eval mode on `device`, weights in `dtype`."""
+    """The causal LM of `model_path` in eval mode on `device`, weights in `dtype`, running trinity's attention
+    (`attention`: SDPA, or on CPU plain products for short sequences) when its class takes an attention function."""
     import torch
     from transformers import AutoModelForCausalLM
     from transformers.utils import logging as hf_logging
+
+    from trinity.model.attention import use_for
 
     hf_logging.disable_progress_bar()  # per-load (and per-save) bars would flood the job's log
 
@@ -62,6 +65,7 @@ def load_causal_lm(model_path: str, dtype: str = "float32", device: str = "cpu",
         local_files_only=True,
         trust_remote_code=trust_remote_code,
     )
+    use_for(model)
     return model.to(device).eval()
 
 
