@@ -44,6 +44,20 @@ def test_both_paths_match_sdpa_with_grouped_heads(keys, masked):
     torch.testing.assert_close(out, _sdpa(query, key, value, mask, is_causal=not masked), atol=1e-5, rtol=1e-5)
 
 
+@pytest.mark.parametrize("width", [1, 5, attention.SOFTMAX_VECTOR - 1, attention.SOFTMAX_VECTOR, 40])
+def test_the_padded_softmax_is_softmax(width):
+    scores = torch.randn(3, 2, 4, width, generator=torch.Generator().manual_seed(width), requires_grad=True)
+    scores.data[0, 0, 0] = torch.finfo(torch.float32).min  # a fully masked row, as a padding token's
+    upstream = torch.randn(3, 2, 4, width)
+    ours = attention._softmax(scores)
+    (ours * upstream).sum().backward()
+    our_grad, scores.grad = scores.grad, None
+    theirs = torch.softmax(scores, dim=-1)
+    (theirs * upstream).sum().backward()
+    torch.testing.assert_close(ours, theirs)
+    torch.testing.assert_close(our_grad, scores.grad)
+
+
 @pytest.fixture(scope="module")
 def models(tmp_path_factory):
     """A tiny model loaded the trinity way, and an SDPA copy of it."""

@@ -22,6 +22,7 @@ from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 NAME = "trinity"
 # Key counts up to this take the plain products on CPU (the two were even at 80-126 keys).
 SHORT_KEYS = 96
+SOFTMAX_VECTOR = 16  # torch's CPU softmax is vectorized over the last dimension from this width on
 
 
 def attention(
@@ -46,9 +47,20 @@ def attention(
         attention_mask = torch.ones(query.shape[2], key.shape[2], dtype=torch.bool, device=query.device).tril()
     if attention_mask is not None:
         scores = scores.masked_fill(~attention_mask, torch.finfo(scores.dtype).min)
-    weights = torch.softmax(scores, dim=-1, dtype=torch.float32).to(query.dtype)
+    weights = _softmax(scores).to(query.dtype)
     weights = torch.nn.functional.dropout(weights, p=dropout, training=module.training)
     return torch.matmul(weights, value).transpose(1, 2).contiguous(), None
+
+
+def _softmax(scores: torch.Tensor) -> torch.Tensor:
+    """Softmax over the keys in float32. torch's CPU softmax runs a scalar loop over a last dimension shorter than
+    its vector of 16 floats: the tiny model's scores (128 x 4 x 8 x 14) took 490 us forward and 750 us with the
+    backward, padded to 16 with -inf (weight 0) 62 and 151 us."""
+    width = scores.shape[-1]
+    if width >= SOFTMAX_VECTOR:
+        return torch.softmax(scores, dim=-1, dtype=torch.float32)
+    padded = torch.nn.functional.pad(scores.float(), (0, SOFTMAX_VECTOR - width), value=float("-inf"))
+    return torch.softmax(padded, dim=-1)[..., :width]
 
 
 AttentionInterface.register(NAME, attention)
