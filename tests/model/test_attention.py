@@ -30,16 +30,17 @@ def _sdpa(query, key, value, mask, is_causal):
 
 @pytest.mark.parametrize("keys", [6, attention.SHORT_KEYS + 10])  # the plain products, then SDPA
 @pytest.mark.parametrize("masked", [True, False])
-def test_both_paths_match_sdpa_with_grouped_heads(keys, masked):
+@pytest.mark.parametrize("groups", [1, 2])
+def test_both_paths_match_sdpa(keys, masked, groups):
     generator = torch.Generator().manual_seed(keys)
     query = torch.randn(3, 4, keys, 8, generator=generator)
-    key, value = torch.randn(2, 3, 2, keys, 8, generator=generator)
+    key, value = torch.randn(2, 3, 4 // groups, keys, 8, generator=generator)
     mask = None
     if masked:  # left padding of two tokens in row 0, causal everywhere
         mask = torch.ones(keys, keys, dtype=torch.bool).tril().repeat(3, 1, 1, 1)
         mask[0, :, :, :2] = False
         mask[0, :, :2, 0] = True  # the padding rows attend somewhere, as transformers' masks let them
-    out, weights = attention.attention(_Layer(groups=2), query, key, value, mask)
+    out, weights = attention.attention(_Layer(groups), query, key, value, mask)
     assert weights is None
     torch.testing.assert_close(out, _sdpa(query, key, value, mask, is_causal=not masked), atol=1e-5, rtol=1e-5)
 
