@@ -6,10 +6,8 @@ import pytest
 import torch
 from transformers import DynamicCache
 
-from trinity.config.model import TinyModelConfig, TinyModelSpec
 from trinity.model import attention
 from trinity.model.load import load_causal_lm
-from trinity.model.tiny import ensure_tiny_model
 
 torch.set_num_threads(1)
 
@@ -60,10 +58,9 @@ def test_the_padded_softmax_is_softmax(width):
 
 
 @pytest.fixture(scope="module")
-def models(tmp_path_factory):
+def models(tiny_dir):
     """A tiny model loaded the trinity way, and an SDPA copy of it."""
-    path = ensure_tiny_model(TinyModelConfig(tiny=TinyModelSpec(cache_dir=str(tmp_path_factory.mktemp("models")))))
-    ours = load_causal_lm(str(path))
+    ours = load_causal_lm(str(tiny_dir))
     plain = copy.deepcopy(ours)
     plain.set_attn_implementation("sdpa")
     return ours, plain

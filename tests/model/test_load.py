@@ -3,16 +3,10 @@
 import pytest
 import torch
 
-from trinity.config.model import ModelConfig, TinyModelConfig, TinyModelSpec
+from trinity.config.model import ModelConfig
 from trinity.model.load import apply_chat_template, load_causal_lm, load_model, load_tokenizer, stop_token_ids
-from trinity.model.tiny import ensure_tiny_model
 
 torch.set_num_threads(1)
-
-
-@pytest.fixture(scope="module")
-def tiny_dir(tmp_path_factory):
-    return ensure_tiny_model(TinyModelConfig(tiny=TinyModelSpec(cache_dir=str(tmp_path_factory.mktemp("models")))))
 
 
 def test_a_plain_model_config_loads_the_directory(tiny_dir):
