@@ -302,9 +302,9 @@ def test_an_empty_ray_address_joins_the_cluster_in_RAY_ADDRESS(monkeypatch):
 
 
 PRIVATE_CLUSTER_SCRIPT = """
-import json, os, ray
+import json, os, psutil, ray
 from trinity.config import compose, validate
-from trinity.orchestration.cluster import WORKER_ENV, connect
+from trinity.orchestration.cluster import CONNECT_RETRY_ENV, WORKER_ENV, connect
 
 connect(validate(compose(["stages=[]", "checkpoint_root_dir={root}"])).configs[0])
 
@@ -314,19 +314,29 @@ class Probe:
         return {{"env": {{key: os.environ.get(key) for key in WORKER_ENV}},
                  "runtime_env": dict(ray.get_runtime_context().runtime_env)}}
 
-print(json.dumps(ray.get(Probe.remote().report.remote(), timeout=60)))
+report = ray.get(Probe.remote().report.remote(), timeout=60)
+raylet = next(p for p in psutil.Process().children(recursive=True) if p.name() == "raylet")
+report["raylet"] = {{key: raylet.environ().get(key) for key in CONNECT_RETRY_ENV}}
+print(json.dumps(report))
 ray.shutdown()
 """
 
 
-def test_a_private_clusters_actors_inherit_the_worker_environment_without_a_runtime_env(tmp_path):
+@pytest.mark.parametrize("retry_set", [False, True])
+def test_a_private_clusters_actors_inherit_the_worker_environment_without_a_runtime_env(tmp_path, retry_set):
     """Without a runtime_env the job's actors can take the workers Ray prestarts; the variables still
-    reach them, through the environment the cluster's processes inherit from the driver."""
-    from trinity.orchestration.cluster import WORKER_ENV
+    reach them, through the environment the cluster's processes inherit from the driver. The raylet
+    retries its connections every 100 ms unless the environment already says otherwise."""
+    from trinity.orchestration.cluster import CONNECT_RETRY_ENV, WORKER_ENV
 
-    env = {key: value for key, value in os.environ.items() if key not in WORKER_ENV and key != "RAY_ADDRESS"}
+    ours = {**WORKER_ENV, **CONNECT_RETRY_ENV, "RAY_ADDRESS": None}
+    env = {key: value for key, value in os.environ.items() if key not in ours}
+    retry = dict(CONNECT_RETRY_ENV)
+    if retry_set:
+        retry = {key: str(int(value) * 3) for key, value in CONNECT_RETRY_ENV.items()}
+        env.update(retry)
     script = PRIVATE_CLUSTER_SCRIPT.format(root=tmp_path)
     done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=180)
     assert done.returncode == 0, done.stderr[-3000:]
     report = json.loads(done.stdout.strip().splitlines()[-1])
-    assert report == {"env": WORKER_ENV, "runtime_env": {}}
+    assert report == {"env": WORKER_ENV, "runtime_env": {}, "raylet": retry}
