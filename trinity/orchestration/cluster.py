@@ -115,8 +115,9 @@ def reserve(config: Config, bundles: List[dict], progress_every_s: float = 30.0)
     group = placement_group(bundles, strategy="PACK")
     started = time.monotonic()
     while True:
-        ready, _ = ray.wait([group.ready()], timeout=progress_every_s)
-        if ready:
+        # asks the GCS; `group.ready()` would run a task in the group, taking one of the workers Ray
+        # prestarts for the job's actors (~0.17 s on a fresh cluster, against ~1 ms)
+        if group.wait(progress_every_s):
             return group
         logger.info(
             "job %r waits for %s (held by other jobs) since %.0f s; available now: %s",
