@@ -8,10 +8,11 @@ is imported on the first load, so the processes that only name a taskset's class
 
 import contextlib
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Optional
+from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Optional, Union
 
 if TYPE_CHECKING:
     import datasets
+    import pyarrow
 
 BUILDERS = {".json": "json", ".jsonl": "json", ".parquet": "parquet", ".csv": "csv"}
 
@@ -64,7 +65,22 @@ def load_local_dataset(path: str, split: str, subset_name: Optional[str], owner:
         ) from err
 
 
-def rows_at(dataset: "datasets.Dataset", indices: List[int]) -> List[Dict[str, Any]]:
+def plain_table(dataset: "datasets.Dataset", max_bytes: int) -> Optional["pyarrow.Table"]:
+    """The dataset's rows as an Arrow table whose values are what `dataset[...]` returns, or None: when
+    a column is one `datasets` decodes on access (an image, an audio clip, a JSON-encoded field), or
+    when the table is larger than `max_bytes` (a big one stays memory-mapped from HF's cache instead of
+    being copied)."""
+    from datasets.features.features import require_decoding
+
+    if any(require_decoding(feature) for feature in dataset.features.values()):
+        return None
+    table = dataset.with_format("arrow")[:]  # the rows in order, an indices mapping applied
+    return table if table.nbytes <= max_bytes else None
+
+
+def rows_at(dataset: "Union[datasets.Dataset, pyarrow.Table]", indices: List[int]) -> List[Dict[str, Any]]:
     """The rows at `indices` (repeats allowed), each as a column -> value dict."""
-    columns = dataset[indices]
+    import pyarrow
+
+    columns = dataset.take(indices).to_pydict() if isinstance(dataset, pyarrow.Table) else dataset[indices]
     return [{name: values[i] for name, values in columns.items()} for i in range(len(indices))]

@@ -46,8 +46,12 @@ logger = logging.getLogger(__name__)
 
 
 class Explorer:
-    def __init__(self, config: Config, placement: Optional[Tuple[Any, int]] = None):
-        """`placement`: (placement group, first bundle) reserved for the engines, see orchestration.cluster."""
+    def __init__(
+        self, config: Config, placement: Optional[Tuple[Any, int]] = None, train_table: Optional[List[Any]] = None
+    ):
+        """`placement`: (placement group, first bundle) reserved for the engines, see orchestration.cluster.
+        `train_table`: [the reference to the job's read of the train taskset (`read_train_table`)], in a list
+        so that Ray hands it over unresolved; a read that failed is done again here, raising its own error."""
         apply_log_level(config)
         self.config = config
         self.name = config.explorer.name
@@ -69,7 +73,11 @@ class Explorer:
         self.auxiliary_engines = self._auxiliary_engines(placement)
         self.runner = TaskRunner.from_config(config, rollout, self.auxiliary_engines)
         self.quota = Quota.of(config)
-        self.taskset = train_taskset_reader(config, reads_per_step=1 + config.explorer.max_extra_explore_steps)
+        self.taskset = train_taskset_reader(
+            config,
+            1 + config.explorer.max_extra_explore_steps,
+            _read_ahead(train_table, config.synchronizer.sync_timeout),
+        )
         self.written = self._resume_taskset(meta, trainer_meta)
         self.writer = make_writer(config.buffer.trainer_input.experience_buffer, config.ray_namespace)
         self.writer.acquire()
@@ -366,3 +374,14 @@ class Explorer:
         owned = self.engines if self.config.mode != Mode.colocate else []  # colocate: the job's device
         for engine in [*owned, *(e for model in self.auxiliary_engines for e in model)]:
             ray.kill(engine)
+
+
+def _read_ahead(train_table: Optional[List[Any]], timeout: float) -> Any:
+    """The table the job read for this explorer; None when it read none, or its read failed or did not
+    finish within `timeout` (synchronizer.sync_timeout): the explorer then reads the taskset itself."""
+    if not train_table or train_table[0] is None:
+        return None
+    try:
+        return ray.get(train_table[0], timeout=timeout)
+    except ray.exceptions.RayError:
+        return None

@@ -55,10 +55,10 @@ class HostedRole:
         return SimpleNamespace(remote=functools.partial(self.device.call_role.remote, self.role, method))
 
 
-def host_role(device: Any, role: str, config: Config, placement: Tuple[Any, int]) -> HostedRole:
+def host_role(device: Any, role: str, config: Config, placement: Tuple[Any, int], **role_args: Any) -> HostedRole:
     """Have the device build `role` ("explorer" or "trainer") once it has loaded; returns the role's handle
-    at once (a failed build surfaces at the role's first call)."""
-    device.host_role.remote(role, config, placement)
+    at once (a failed build surfaces at the role's first call). `role_args`: as `roles.build_role`'s."""
+    device.host_role.remote(role, config, placement, **role_args)
     return HostedRole(device, role)
 
 
@@ -80,7 +80,7 @@ class ColocatedDevice(EngineActor):
     def _role(self, role: str) -> asyncio.Future:
         return self.roles.setdefault(role, asyncio.get_running_loop().create_future())
 
-    async def host_role(self, role: str, config: Config, placement: Tuple[Any, int]) -> None:
+    async def host_role(self, role: str, config: Config, placement: Tuple[Any, int], **role_args: Any) -> None:
         """Build the explorer or the trainer here. Its constructor waits on other actors, so it runs on a
         thread of its own; its failure is kept for the role's first call (`call_role`). First, on this
         actor's event loop, the device offers itself to the roles' in-process calls (`in_process.serve`) and
@@ -94,7 +94,7 @@ class ColocatedDevice(EngineActor):
             host_queue(buffer)
         built = self._role(role)
         try:
-            built.set_result(await asyncio.to_thread(build_role, role, config, placement))
+            built.set_result(await asyncio.to_thread(build_role, role, config, placement, **role_args))
         except Exception as exc:  # noqa: BLE001 - raised again by every call to the role
             built.set_exception(exc)
 

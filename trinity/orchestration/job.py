@@ -20,6 +20,7 @@ from typing import Dict, List, Optional, Tuple
 import ray
 
 from trinity.buffer.queue_storage import destroy_queue, start_queue_actor
+from trinity.buffer.taskset import read_train_table
 from trinity.config.buffer import ExperienceBufferConfig, StorageType
 from trinity.config.data import BuiltinDataset
 from trinity.config.root import Config, Mode
@@ -122,7 +123,7 @@ def _start_actors(config: Config, group, actors: Dict[str, object], keepers: Lis
             wait_state_actor(state, config)
         finally:  # kept even if the wait fails: the detached Synchronizer would outlive the job
             keepers.append(synchronizer.result())
-    _start_roles(config, group, actors, device)
+    _start_roles(config, group, actors, device, _read_train_table(config))
     if device is not None:
         wait_started([device], config)
 
@@ -134,21 +135,30 @@ def _queue_actor_buffer(config: Config) -> Optional[ExperienceBufferConfig]:
     return buffer if buffer.storage_type == StorageType.queue and config.mode != Mode.colocate else None
 
 
-def _start_roles(config: Config, group, actors: Dict[str, object], device=None) -> None:
+def _read_train_table(config: Config) -> Optional[object]:
+    """Start reading the explorer's train taskset in a process of its own (`read_train_table`), while the
+    explorer's process loads torch and the model; the reference, or None when the mode has no explorer."""
+    if config.mode not in EXPLORER_MODES:
+        return None
+    return ray.remote(read_train_table).options(num_cpus=0, max_retries=0).remote(config)
+
+
+def _start_roles(config: Config, group, actors: Dict[str, object], device=None, train_table=None) -> None:
     """Start the mode's explorer and trainer at once (each spends seconds importing and loading); colocate
-    builds them inside its `device` process instead."""
+    builds them inside its `device` process instead. `train_table`: the explorer's taskset read ahead."""
     placements = {"explorer": (group, 0), "trainer": (group, len(engine_bundles(config)))}
+    role_args = {"explorer": {"train_table": [train_table]}, "trainer": {}}  # a list: handed over unresolved
     names = _role_names(config)
     for role, modes in (("explorer", EXPLORER_MODES), ("trainer", TRAINER_MODES)):
         if config.mode not in modes:
             continue
         if device is not None:
-            actors[role] = host_role(device, role, config, placements[role])
+            actors[role] = host_role(device, role, config, placements[role], **role_args[role])
             continue
         actors[role] = (
             ray.remote(ROLE_ACTORS[role])
             .options(name=names[role], namespace=config.ray_namespace, num_cpus=0)
-            .remote(config, placements[role])
+            .remote(config, placements[role], **role_args[role])
         )
 
 

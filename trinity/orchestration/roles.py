@@ -21,10 +21,11 @@ ROLE_METHODS = {
 ROLE_CLASSES = {"explorer": "trinity.explorer.explorer:Explorer", "trainer": "trinity.trainer.trainer:Trainer"}
 
 
-def build_role(role: str, config: Any, placement: Optional[Tuple[Any, int]] = None) -> Any:
-    """The role's object (an Explorer or a Trainer), built in the calling process."""
+def build_role(role: str, config: Any, placement: Optional[Tuple[Any, int]] = None, **role_args: Any) -> Any:
+    """The role's object (an Explorer or a Trainer), built in the calling process; `role_args` go to its
+    constructor (the explorer's `train_table`)."""
     module, name = ROLE_CLASSES[role].split(":")
-    return getattr(importlib.import_module(module), name)(config, placement)
+    return getattr(importlib.import_module(module), name)(config, placement, **role_args)
 
 
 class _Role:
@@ -32,8 +33,8 @@ class _Role:
 
     ROLE = ""
 
-    def __init__(self, config: Any, placement: Optional[Tuple[Any, int]] = None):
-        self.role = build_role(self.ROLE, config, placement)
+    def __init__(self, config: Any, placement: Optional[Tuple[Any, int]] = None, **role_args: Any):
+        self.role = build_role(self.ROLE, config, placement, **role_args)
 
 
 class ExplorerRole(_Role):
