@@ -36,6 +36,7 @@ from trinity.orchestration.job_lock import job_lock
 from trinity.orchestration.probe import ANSWER_SECONDS, unresponsive_actors
 from trinity.orchestration.roles import ROLE_ACTORS
 from trinity.orchestration.shared_root import check_shared_root
+from trinity.placement import in_bundle
 
 logger = logging.getLogger(__name__)
 
@@ -123,7 +124,7 @@ def _start_actors(config: Config, group, actors: Dict[str, object], keepers: Lis
             wait_state_actor(state, config)
         finally:  # kept even if the wait fails: the detached Synchronizer would outlive the job
             keepers.append(synchronizer.result())
-    _start_roles(config, group, actors, device, _read_train_table(config))
+    _start_roles(config, group, actors, device, _read_train_table(config, group))
     if device is not None:
         wait_started([device], config)
 
@@ -135,12 +136,13 @@ def _queue_actor_buffer(config: Config) -> Optional[ExperienceBufferConfig]:
     return buffer if buffer.storage_type == StorageType.queue and config.mode != Mode.colocate else None
 
 
-def _read_train_table(config: Config) -> Optional[object]:
-    """Start reading the explorer's train taskset in a process of its own (`read_train_table`), while the
-    explorer's process loads torch and the model; the reference, or None when the mode has no explorer."""
+def _read_train_table(config: Config, group) -> Optional[object]:
+    """Start reading the explorer's train taskset in a process of its own (`read_train_table`) on the node of
+    the first engine (or colocate's device), while the explorer's process loads torch and the model; the
+    reference, or None when the mode has no explorer."""
     if config.mode not in EXPLORER_MODES:
         return None
-    return ray.remote(read_train_table).options(num_cpus=0, max_retries=0).remote(config)
+    return ray.remote(read_train_table).options(num_cpus=0, max_retries=0, **in_bundle(group, 0)).remote(config)
 
 
 def _start_roles(config: Config, group, actors: Dict[str, object], device=None, train_table=None) -> None:
