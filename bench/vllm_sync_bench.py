@@ -51,7 +51,7 @@ from trinity.manager.weight_sync import (
     pull_weights,
     state_dict_meta,
 )
-from trinity.model.load import load_causal_lm, resolve_model_path
+from trinity.model.load import load_causal_lm
 
 MODELS = {
     "tiny": [],
@@ -232,7 +232,7 @@ def bench_method(method: str, overrides: list, scratch: str, args) -> dict:
         0
     ]
     spec = engine_specs(config)[0]
-    model_path = resolve_model_path(spec.tiny) if spec.tiny is not None else spec.model_path
+    model_path = spec.weights_path()
     namespace = config.ray_namespace
     engine = ray.remote(BenchEngine).options(num_cpus=spec.threads, namespace=namespace).remote(spec)
     trainer = ray.remote(BenchTrainer).options(num_cpus=0, namespace=namespace).remote(config, model_path)

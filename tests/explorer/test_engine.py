@@ -54,10 +54,10 @@ def test_sampling_is_seeded(spec, engine):
 
 def test_update_weights_makes_outputs_follow_the_new_weights(spec, tmp_path):
     engine = create_engine(spec)
-    other_dir = ensure_tiny_model(dataclasses.replace(spec.tiny, model_path="", tiny=dataclasses.replace(
-        spec.tiny.tiny, seed=1, cache_dir=str(tmp_path))))  # fmt: skip
+    other_dir = ensure_tiny_model(dataclasses.replace(spec.built, model_path="", tiny=dataclasses.replace(
+        spec.built.tiny, seed=1, cache_dir=str(tmp_path))))  # fmt: skip
     new = load_file(other_dir / "model.safetensors")
-    reference = create_engine(dataclasses.replace(spec, tiny=None, model=dataclasses.replace(
+    reference = create_engine(dataclasses.replace(spec, built=None, model=dataclasses.replace(
         spec.model, model_path=str(other_dir))))  # fmt: skip
     prompt = [engine.encode("12+34=")]
     greedy = SamplingParams(temperature=0, max_tokens=16)
@@ -188,3 +188,27 @@ def test_chat_prompts_use_the_template(engine):
     assert text == "<|im_start|>user\n2+2=<|im_end|>\n<|im_start|>assistant\n"
     assert engine.decode(engine.encode(text), skip_special_tokens=False) == text
     assert np.isin(engine.codec.stop_token_ids, engine.encode("<|endoftext|><|im_end|>")).all()
+
+
+def test_a_model_without_a_pad_token_pads_with_its_eos(spec, tmp_path):
+    """Llama-style checkpoints ship no pad token: batches of different prompt lengths still sample what a
+    fresh unpadded forward pass computes."""
+    import json
+    import shutil
+
+    directory = tmp_path / "no-pad"
+    shutil.copytree(spec.weights_path(), directory)
+    for name in ("tokenizer_config.json", "special_tokens_map.json", "config.json", "generation_config.json"):
+        if (directory / name).exists():
+            settings = json.loads((directory / name).read_text())
+            for key in ("pad_token", "pad_token_id"):
+                settings.pop(key, None)
+            (directory / name).write_text(json.dumps(settings))
+    engine = create_engine(dataclasses.replace(spec, built=None, model=dataclasses.replace(
+        spec.model, model_path=str(directory))))  # fmt: skip
+    assert engine.codec.pad_token_id == engine.codec.tokenizer.eos_token_id is not None
+    prompts = [engine.encode("7*8="), engine.encode("100-42=")]
+    for group in engine.generate(prompts, SamplingParams(n=2, temperature=1.0, max_tokens=12)):
+        for sample in group:
+            expected = forward_logprobs(engine.model, sample.prompt_ids, sample.response_ids)
+            assert torch.allclose(torch.tensor(sample.logprobs), expected, atol=1e-4)

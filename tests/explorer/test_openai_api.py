@@ -17,7 +17,7 @@ from trinity.explorer.engine_actor import RemoteEngine, create_engines, wait_ser
 from trinity.explorer.runner import TaskRunner
 from trinity.explorer.sampling import SamplingParams
 from trinity.explorer.workflows.base import Workflow
-from trinity.model.load import load_tokenizer, resolve_model_path
+from trinity.model.load import load_tokenizer
 
 API = ["explorer.rollout_model.enable_openai_api=true", "explorer.rollout_model.enable_history=true"]
 MESSAGES = [{"role": "user", "content": "3+4="}]
@@ -245,7 +245,7 @@ def test_vllm_parsers_split_reasoning_and_tool_calls(tmp_path):
                  "explorer.rollout_model.tool_call_parser=hermes",
                  "explorer.rollout_model.reasoning_parser=qwen3"]  # fmt: skip
     spec = engine_specs(validated(f"checkpoint_root_dir={tmp_path}", *overrides).configs[0])[0]
-    parsers = ChatParsers(load_tokenizer(resolve_model_path(spec.tiny)), spec.model)
+    parsers = ChatParsers(load_tokenizer(spec.weights_path()), spec.model)
     body = {"messages": MESSAGES, "tools": TOOLS}
     text = (
         '<think>add them</think><tool_call>\n{"name": "calculator", "arguments": {"expression": "3+4"}}\n</tool_call>'

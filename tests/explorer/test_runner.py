@@ -194,8 +194,8 @@ def test_workflow_threads_share_one_proxy_safely(spec, engines, codec):
 
 
 def test_weights_pushed_to_the_actor_change_its_outputs(spec, engines, codec, tmp_path):
-    other = ensure_tiny_model(dataclasses.replace(spec.tiny, model_path="", tiny=dataclasses.replace(
-        spec.tiny.tiny, seed=2, cache_dir=str(tmp_path))))  # fmt: skip
+    other = ensure_tiny_model(dataclasses.replace(spec.built, model_path="", tiny=dataclasses.replace(
+        spec.built.tiny, seed=2, cache_dir=str(tmp_path))))  # fmt: skip
     proxy = RemoteEngine(engines[0], spec, codec, deadline=time.monotonic() + 120)
     prompt = [proxy.encode("8*8=")]
     greedy = SamplingParams(temperature=0, max_tokens=10)

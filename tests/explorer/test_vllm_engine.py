@@ -68,9 +68,9 @@ def swap_engine(vspec):
 def other_weights(spec, tmp_path_factory):
     """A second tiny model (another init seed): its directory and its float32 state dict."""
     tiny = dataclasses.replace(
-        spec.tiny,
+        spec.built,
         model_path="",
-        tiny=dataclasses.replace(spec.tiny.tiny, seed=1, cache_dir=str(tmp_path_factory.mktemp("other"))),
+        tiny=dataclasses.replace(spec.built.tiny, seed=1, cache_dir=str(tmp_path_factory.mktemp("other"))),
     )
     directory = ensure_tiny_model(tiny)
     return directory, load_file(directory / "model.safetensors")
@@ -80,7 +80,7 @@ def other_weights(spec, tmp_path_factory):
 def other_hf(spec, other_weights):
     """The HF engine loaded from the second tiny model (with swap_engine's context length)."""
     model = dataclasses.replace(spec.model, model_path=str(other_weights[0]), max_model_len=512, max_prompt_tokens=400)
-    return create_engine(dataclasses.replace(spec, tiny=None, model=model))
+    return create_engine(dataclasses.replace(spec, built=None, model=model))
 
 
 SPLITS = {"qkv_proj": ("q_proj", "k_proj", "v_proj"), "gate_up_proj": ("gate_proj", "up_proj")}
@@ -375,6 +375,40 @@ def test_weight_swap_is_exact_and_outputs_follow_the_weights(swap_engine, engine
     assert_bitwise_equal(swap_engine.llm.collective_rpc(engine_weights)[0], base)
     restored = [group[0] for group in swap_engine.generate(prompts, greedy)]
     assert [(s.response_ids, s.logprobs) for s in restored] == [(s.response_ids, s.logprobs) for s in before]
+
+
+def _tied_model(spec, seed: int, cache_dir) -> str:
+    tiny = dataclasses.replace(
+        spec.built,
+        model_path="",
+        tiny=dataclasses.replace(spec.built.tiny, seed=seed, tie_word_embeddings=True, cache_dir=str(cache_dir)),
+    )
+    return str(ensure_tiny_model(tiny))
+
+
+@needs_vllm
+def test_tied_weights_swap_in_bit_for_bit_from_one_named_matrix(vspec, spec, tmp_path_factory):
+    """A model whose output head is its input embedding receives the shared matrix under one name (as the
+    trainer and HF's own files hand it over): vLLM then computes with exactly the new weights, head included,
+    and answers as the HF engine of those weights does."""
+    cache = tmp_path_factory.mktemp("tied")
+    base, other = _tied_model(spec, 0, cache), _tied_model(spec, 1, cache)
+    tied = create_engine(
+        dataclasses.replace(vspec, built=None, model=dataclasses.replace(vspec.model, model_path=base))
+    )
+    new = load_file(f"{other}/model.safetensors")
+    assert "lm_head.weight" not in new and "model.embed_tokens.weight" in new
+    tied.update_weights(read_only(new), version=5)
+    head = {"lm_head.weight": new["model.embed_tokens.weight"]}  # the head computes with the embedding's new values
+    assert_bitwise_equal(tied.llm.collective_rpc(engine_weights)[0], {**new, **head})
+    other_engine = create_engine(
+        dataclasses.replace(spec, built=None, model=dataclasses.replace(spec.model, model_path=other))
+    )
+    prompts = [tied.encode(text) for text in PROMPTS]
+    greedy = SamplingParams(temperature=0, max_tokens=12)
+    swapped = [group[0] for group in tied.generate(prompts, greedy)]
+    assert {sample.model_version for sample in swapped} == {5}
+    assert_greedy_agree(swapped, [group[0] for group in other_engine.generate(prompts, greedy)], other_engine.model)
 
 
 @needs_vllm

@@ -10,6 +10,7 @@ from trinity.config.fields import setting
 class BuiltinDataset(Choice):
     arithmetic = "arithmetic"
     calculator = "calculator"
+    word_problems = "word_problems"
 
 
 # The files each built-in dataset writes into data.dir (its generator's list, and what validation
@@ -17,6 +18,7 @@ class BuiltinDataset(Choice):
 BUILTIN_FILES = {
     BuiltinDataset.arithmetic: ("train.jsonl", "test.jsonl", "sft.jsonl", "dpo.jsonl"),
     BuiltinDataset.calculator: ("train.jsonl", "test.jsonl", "sft.jsonl"),
+    BuiltinDataset.word_problems: ("train.jsonl", "test.jsonl"),
 }
 
 
@@ -54,6 +56,19 @@ class CalculatorDataConfig:
 
 
 @dataclass
+class WordProblemsDataConfig:
+    """Arithmetic told as one-sentence stories ("Mia has 12 shells and finds 35 more. How many shells does she
+    have now?" -> "47"), for instruct models that answer in words; each distinct spec is its own dataset."""
+
+    seed: int = setting(0, help="Seed of the questions.")
+    train_size: int = setting(2048, help="Questions in train.jsonl (the RL taskset).", ge=0)
+    test_size: int = setting(128, help="Questions in test.jsonl (the held-out eval taskset).", ge=0)
+    operations: str = setting("+-", help="Operations to draw from: any of + - *.")
+    max_operand: int = setting(99, help="Numbers of + and - stories are 1..max_operand.", ge=2)
+    max_factor: int = setting(12, help="Numbers of * stories are 2..max_factor.", ge=2)
+
+
+@dataclass
 class DataConfig:
     builtin: Optional[BuiltinDataset] = setting(
         None, help="Generate this built-in dataset into data.dir before the run (reused when it exists)."
@@ -64,3 +79,4 @@ class DataConfig:
     )
     arithmetic: ArithmeticDataConfig = setting(help="The arithmetic dataset.", factory=ArithmeticDataConfig)
     calculator: CalculatorDataConfig = setting(help="The calculator dataset.", factory=CalculatorDataConfig)
+    word_problems: WordProblemsDataConfig = setting(help="The word-problem dataset.", factory=WordProblemsDataConfig)

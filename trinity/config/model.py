@@ -1,5 +1,6 @@
 """Schema of the `model` group: which weights to train and roll out, and the token-length budget."""
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Optional
 
@@ -72,13 +73,22 @@ class TinyModelSpec:
     tokenizer: TinyTokenizer = setting(TinyTokenizer.char, help="Character-level or trained BPE tokenizer.")
     bpe_vocab_size: int = setting(512, help="Vocabulary size when tokenizer=bpe.", ge=64)
     seed: int = setting(0, help="Seed of the random initialisation.")
+    tie_word_embeddings: bool = setting(
+        False, help="Share one matrix between the input embeddings and the output head, as most small LMs do."
+    )
     cache_dir: str = setting(
         "~/.cache/trinity/models", help="Directory the tiny model is built into once, then loaded from."
     )
 
 
 @dataclass
-class TinyModelConfig(ModelConfig):
+class BuiltModelConfig(ModelConfig):
+    """A model trinity writes into a local HF directory once (its model_path, derived) and then loads like
+    any other: the tiny build, or a converted GGUF file."""
+
+
+@dataclass
+class TinyModelConfig(BuiltModelConfig):
     """A small random-init model built locally in normal HF format, so no network is ever needed."""
 
     model_path: Optional[str] = setting(
@@ -87,3 +97,32 @@ class TinyModelConfig(ModelConfig):
         auto=True,
     )
     tiny: TinyModelSpec = setting(help="Sizes of the locally built model.", factory=TinyModelSpec)
+
+
+@dataclass
+class GGUFSource:
+    """Where a llama.cpp GGUF file comes from: a file inside an installed Python package, or a path."""
+
+    package: str = setting(
+        "", help="Installed Python package that ships the file (found without importing it); empty: file is a path."
+    )
+    file: str = setting("", help="The GGUF file: a file name inside `package`, or a path when package is empty.")
+    cache_dir: str = setting(
+        "~/.cache/trinity/models", help="Directory the converted HF model is written into once, then loaded from."
+    )
+
+
+@dataclass
+class GGUFModelConfig(BuiltModelConfig):
+    """A pretrained model shipped as a GGUF file, converted once into a float32 HF directory and loaded from it."""
+
+    model_path: Optional[str] = setting(
+        None, help="Local HF model directory or hub name; unset (null) converts `gguf` into gguf.cache_dir.", auto=True
+    )
+    gguf: GGUFSource = setting(help="The GGUF file to convert.", factory=GGUFSource)
+
+
+def plain_model(model: ModelConfig, **changes) -> ModelConfig:
+    """The same settings as a plain HF model section (a built model's own group dropped), with `changes`."""
+    fields = {field.name: getattr(model, field.name) for field in dataclasses.fields(ModelConfig)}
+    return ModelConfig(**{**fields, **changes})

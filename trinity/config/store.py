@@ -10,7 +10,7 @@ from pathlib import Path
 from trinity.config.algorithm import ALGORITHM_SCHEMAS
 from trinity.config.buffer import BufferConfig
 from trinity.config.explorer import HFExplorerConfig, VLLMExplorerConfig
-from trinity.config.model import ModelConfig, TinyModelConfig
+from trinity.config.model import GGUFModelConfig, ModelConfig, TinyModelConfig
 from trinity.config.root import Config
 from trinity.config.trainer import FSDP2TrainerConfig, FSDPTrainerConfig, MegatronTrainerConfig
 
@@ -22,7 +22,7 @@ SCHEMAS = {
     "algorithm": {kind.value: cls for kind, cls in ALGORITHM_SCHEMAS.items()},
     "buffer": {"buffer": BufferConfig},
     "explorer": {"hf": HFExplorerConfig, "vllm": VLLMExplorerConfig},
-    "model": {"hf": ModelConfig, "tiny": TinyModelConfig},
+    "model": {"hf": ModelConfig, "tiny": TinyModelConfig, "gguf": GGUFModelConfig},
     "trainer": {"fsdp": FSDPTrainerConfig, "fsdp2": FSDP2TrainerConfig, "megatron": MegatronTrainerConfig},
 }
 

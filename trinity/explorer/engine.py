@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 from trinity.config.explorer import InferenceModelConfig
-from trinity.config.model import TinyModelConfig
+from trinity.config.model import BuiltModelConfig
 from trinity.explorer.sampling import Sample, SamplingParams
 
 Prompt = List[int]
@@ -31,7 +31,7 @@ class EngineSpec:
 
     model: InferenceModelConfig  # validated: sampling defaults and lengths are filled in
     device: str = "cpu"  # "cpu" or "cuda"
-    tiny: Optional[TinyModelConfig] = None  # build this tiny model before loading (model=tiny)
+    built: Optional[BuiltModelConfig] = None  # write this model's directory first if needed (tiny, GGUF)
     trust_remote_code: bool = False
     enable_prompt_truncation: bool = True
     threads: int = 1  # CPU engines: Ray CPUs and torch threads (cluster.cpu_threads_per_device)
@@ -40,6 +40,12 @@ class EngineSpec:
     def model_path(self) -> str:
         return self.model.model_path
 
+    def weights_path(self) -> str:
+        """The directory (or hub name) to load, after building or converting the model there if it must be."""
+        from trinity.model.load import resolve_model_path
+
+        return resolve_model_path(self.built) if self.built is not None else self.model_path
+
 
 def engine_specs(config) -> List[EngineSpec]:
     """One spec per served model of a validated Config: the rollout model first, then auxiliaries."""
@@ -47,12 +53,12 @@ def engine_specs(config) -> List[EngineSpec]:
     explorer, model = config.explorer, config.model
     specs = []
     for index, served in enumerate([explorer.rollout_model, *explorer.auxiliary_models]):
-        is_tiny = index == 0 and isinstance(model, TinyModelConfig) and served.model_path == model.model_path
+        is_built = index == 0 and isinstance(model, BuiltModelConfig) and served.model_path == model.model_path
         specs.append(
             EngineSpec(
                 model=served,
                 device=device,
-                tiny=model if is_tiny else None,
+                built=model if is_built else None,
                 trust_remote_code=model.trust_remote_code,
                 enable_prompt_truncation=model.enable_prompt_truncation,
                 threads=config.cluster.cpu_threads_per_device,

@@ -231,10 +231,7 @@ def start_engines(
     """The engine actors of `create_engines`, submitted: they load while the caller goes on (`wait_started`
     waits for them). `actor_class`: an EngineActor subclass to start instead (colocate's device process)."""
     spec = engine_specs(config)[model_index]
-    if spec.tiny is not None:
-        from trinity.model.load import resolve_model_path
-
-        resolve_model_path(spec.tiny)  # build once here rather than in every actor
+    spec.weights_path()  # build or convert once here rather than in every actor
     tp = spec.model.tensor_parallel_size
     resources = {"num_gpus": tp, "num_cpus": 1} if spec.device == "cuda" else {"num_cpus": spec.threads * tp}
     actor_class = ray.remote(actor_class or EngineActor)

@@ -26,12 +26,12 @@ from transformers import (
 from trinity.explorer.decode_loop import decode
 from trinity.explorer.engine import EngineSpec, LocalEngine, Prompt, TaskTimeout, TextCodec
 from trinity.explorer.sampling import Sample, SamplingParams
-from trinity.model.load import load_causal_lm, load_tokenizer, resolve_model_path, stop_token_ids
+from trinity.model.load import load_causal_lm, load_tokenizer, stop_token_ids
 
 
 class HFEngine(LocalEngine):
     def __init__(self, spec: EngineSpec):
-        path = resolve_model_path(spec.tiny) if spec.tiny is not None else spec.model_path
+        path = spec.weights_path()
         tokenizer = load_tokenizer(path, spec.trust_remote_code, spec.model.chat_template)
         super().__init__(spec, TextCodec(tokenizer, stop_token_ids(path, tokenizer), spec.model.enable_thinking))
         self.model = load_causal_lm(path, spec.model.dtype.value, spec.device, spec.trust_remote_code)

@@ -228,9 +228,9 @@ def step_metrics(
 
 def _codec(spec: EngineSpec) -> TextCodec:
     """The tokenizer side of a served model (the tiny model is built first when it is one)."""
-    from trinity.model.load import load_tokenizer, resolve_model_path, stop_token_ids
+    from trinity.model.load import load_tokenizer, stop_token_ids
 
-    path = resolve_model_path(spec.tiny) if spec.tiny is not None else spec.model_path
+    path = spec.weights_path()
     tokenizer = load_tokenizer(path, spec.trust_remote_code, spec.model.chat_template)
     return TextCodec(tokenizer, stop_token_ids(path, tokenizer), spec.model.enable_thinking)
 

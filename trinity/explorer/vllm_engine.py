@@ -49,7 +49,7 @@ import torch
 from trinity.explorer.engine import EngineSpec, LocalEngine, Prompt, TaskTimeout, TextCodec
 from trinity.explorer.sampling import Sample, SamplingParams
 from trinity.explorer.vllm_cpu import CoreClaim, available_memory, cpu_kv_cache_bytes, kv_bytes_per_token
-from trinity.model.load import load_tokenizer, resolve_model_path, stop_token_ids
+from trinity.model.load import load_tokenizer, stop_token_ids
 
 logger = logging.getLogger(__name__)
 
@@ -63,7 +63,7 @@ INSTALL_HINT = (
 class VLLMEngine(LocalEngine):
     def __init__(self, spec: EngineSpec):
         model = spec.model
-        path = _expand(resolve_model_path(spec.tiny) if spec.tiny is not None else spec.model_path)
+        path = _expand(spec.weights_path())
         tokenizer = load_tokenizer(path, spec.trust_remote_code, model.chat_template)
         super().__init__(spec, TextCodec(tokenizer, stop_token_ids(path, tokenizer), model.enable_thinking))
         self._parameters, hf_config = _hf_parameters(path, spec.trust_remote_code)
@@ -239,7 +239,8 @@ class VLLMEngine(LocalEngine):
             raise ValueError(f"shape mismatch (name, given, expected): {wrong[:3]}")
         weights = {self._parameters[name][1]: tensor for name, tensor in tensors.items()}  # tied: one name
         with self._lock, self._on_cores():
-            self.llm.collective_rpc(_reload_weights, args=(list(weights.items()),))
+            tied = any(name != canonical for name, (_, canonical) in self._parameters.items())
+            self.llm.collective_rpc(_reload_weights, args=(list(weights.items()), tied))
             if not self.llm.reset_prefix_cache():
                 raise RuntimeError("vLLM did not reset its prefix cache after the weight update")
             self._version = version
@@ -332,9 +333,21 @@ def _runs(rows: Sequence[Prompt], limits: Sequence[int], deadlines: Sequence[Opt
             first = index
 
 
-def _reload_weights(worker: Any, named: List[Tuple[str, torch.Tensor]]) -> None:
-    """Run on every vLLM worker: load HF-named tensors in place and redo the post-load processing."""
-    worker.model_runner.reload_weights(weights_iterator=iter(named))
+def _reload_weights(worker: Any, named: List[Tuple[str, torch.Tensor]], tied: bool) -> None:
+    """Run on every vLLM worker: load HF-named tensors in place and redo the post-load processing.
+
+    A tied output head shares its matrix with the embedding, and the reload refreshes only layers it loads
+    weights into: the embedding, not the head. vLLM's CPU kernels compute the head from a copy packed at load
+    time, so without packing it again a tied head would keep the old weights. (Elsewhere the head reads the
+    shared matrix itself and packing again does nothing.)"""
+    from vllm.model_executor.layers.vocab_parallel_embedding import ParallelLMHead
+
+    runner = worker.model_runner
+    runner.reload_weights(weights_iterator=iter(named))
+    if tied:
+        for module in runner.get_model().modules():
+            if isinstance(module, ParallelLMHead):
+                module.quant_method.process_weights_after_loading(module)
 
 
 # ---- sizes and cores -----------------------------------------------------------------------------

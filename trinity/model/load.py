@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 from typing import List, Optional, Tuple
 
-from trinity.config.model import ModelConfig, TinyModelConfig
+from trinity.config.model import GGUFModelConfig, ModelConfig, TinyModelConfig
 
 DTYPES = ("float32", "float16", "bfloat16")
 # tokenizer_config.json's names of the generic tokenizer.json pipeline (transformers 5 saves it as the latter)
@@ -16,11 +16,16 @@ GENERIC_FAST_TOKENIZERS = ("PreTrainedTokenizerFast", "TokenizersBackend")
 
 
 def resolve_model_path(model: ModelConfig) -> str:
-    """The directory or hub name to load; the tiny model is built first when the config asks for it."""
+    """The directory or hub name to load; the tiny model is built (a GGUF file converted) first when the
+    config asks for it and no earlier process did."""
     if isinstance(model, TinyModelConfig):
         from trinity.model.tiny import ensure_tiny_model
 
         return str(ensure_tiny_model(model))
+    if isinstance(model, GGUFModelConfig):
+        from trinity.model.gguf import ensure_converted
+
+        return str(ensure_converted(model))
     if not model.model_path:
         raise ValueError("model.model_path is empty: set it to an HF model directory or hub name, or use model=tiny")
     return model.model_path

@@ -4,22 +4,18 @@ The directory holds config.json, model.safetensors, generation_config.json, toke
 tokenizer_config.json and `trinity_tiny.json` (the spec it was built from). After the build it is
 loaded through exactly the same code as any HF model (`trinity.model.load`).
 
-The build is atomic: everything is written into a temporary directory next to the target, fsynced,
-then renamed onto the target. Concurrent builders each build their own copy; the first rename wins
-and the others discard theirs, so a reader never sees a half-written model.
+The build is atomic and happens once however many processes ask at the same time (`build_dir`).
 """
 
 import json
 import os
-import shutil
-import tempfile
 from dataclasses import asdict
 from pathlib import Path
 
-from trinity.atomic_file import fsync_directory
 from trinity.config.model import TinyModelConfig
 from trinity.config.paths import tiny_model_dir
 from trinity.model import tiny_tokenizer
+from trinity.model.build_dir import build_once
 
 SPEC_FILE = "trinity_tiny.json"
 FORMAT_VERSION = 1
@@ -48,8 +44,7 @@ def ensure_tiny_model(config: TinyModelConfig) -> Path:
     """
     target = Path(os.path.expanduser(config.model_path or tiny_model_dir(config)))
     spec = tiny_spec(config)
-    if not target.exists():
-        _build_atomically(spec, target)
+    build_once(target, lambda directory: write_tiny_model(spec, directory))
     _check_built(target, spec)
     return target
 
@@ -60,31 +55,16 @@ def _check_built(target: Path, spec: dict) -> None:
         found = json.loads(spec_path.read_text())
     except (OSError, ValueError) as exc:
         raise RuntimeError(
-            f"{target} exists but is not a complete tiny-model build ({spec_path.name}: {exc}); delete the directory"
+            f"{target} exists but is not a complete tiny-model build ({spec_path.name}: {exc}); it is trinity's build "
+            "cache, not a model of yours: remove it and the next run rebuilds it"
         ) from exc
     if found != spec:
-        raise RuntimeError(f"{target} was built from spec {found}, not {spec}; delete it or use another cache_dir")
+        raise RuntimeError(
+            f"{target} was built from spec {found}, not {spec}; remove this build cache or set model.tiny.cache_dir"
+        )
     missing = [name for name in REQUIRED_FILES if not (target / name).is_file()]
     if missing:
-        raise RuntimeError(f"{target} lacks {', '.join(missing)}; delete the directory so it is rebuilt")
-
-
-def _build_atomically(spec: dict, target: Path) -> None:
-    target.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.building-", dir=target.parent))
-    try:
-        write_tiny_model(spec, staging)
-        _fsync_tree(staging)
-        try:
-            os.rename(staging, target)
-        except OSError:
-            if not target.exists():
-                raise
-            return  # another builder finished first; its copy is identical
-        fsync_directory(target.parent)
-    finally:
-        if staging.exists():
-            shutil.rmtree(staging, ignore_errors=True)
+        raise RuntimeError(f"{target} lacks {', '.join(missing)}; remove this build cache and the next run rebuilds it")
 
 
 def write_tiny_model(spec: dict, directory: Path) -> None:
@@ -106,7 +86,7 @@ def write_tiny_model(spec: dict, directory: Path) -> None:
         num_attention_heads=spec["num_attention_heads"],
         num_key_value_heads=spec["num_key_value_heads"],
         max_position_embeddings=spec["max_position_embeddings"],
-        tie_word_embeddings=False,
+        tie_word_embeddings=spec["tie_word_embeddings"],
         bos_token_id=None,
         eos_token_id=eos,
         pad_token_id=pad,
@@ -117,10 +97,3 @@ def write_tiny_model(spec: dict, directory: Path) -> None:
     model.generation_config = GenerationConfig(eos_token_id=[eos, im_end], pad_token_id=pad, bos_token_id=None)
     model.save_pretrained(directory)
     (directory / SPEC_FILE).write_text(json.dumps(spec, indent=2, sort_keys=True) + "\n")
-
-
-def _fsync_tree(directory: Path) -> None:
-    for path in directory.iterdir():
-        with open(path, "rb") as handle:
-            os.fsync(handle.fileno())
-    fsync_directory(directory)

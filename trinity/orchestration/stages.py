@@ -6,14 +6,13 @@ gets the export as its teacher instead, and its student keeps the stage's own mo
 into itself would give zero advantages.
 """
 
-import dataclasses
 import logging
 import time
 from pathlib import Path
 from typing import Dict, Optional
 
 from trinity.config.explorer import InferenceModelConfig
-from trinity.config.model import ModelConfig
+from trinity.config.model import plain_model
 from trinity.config.root import Config
 from trinity.config.validate import Validated
 from trinity.job_layout import CheckpointError, actor_dir, latest_step
@@ -83,12 +82,10 @@ def start_from(config: Config, model_path: str) -> None:
     if teacher is not None:
         teacher.model_path = model_path
         return
-    fields = {f.name: getattr(config.model, f.name) for f in dataclasses.fields(ModelConfig)}
-    previous = config.model.model_path
-    fields["model_path"] = model_path
-    if fields["critic_model_path"] in ("", previous):
-        fields["critic_model_path"] = model_path
-    config.model = ModelConfig(**fields)
+    previous, critic = config.model.model_path, config.model.critic_model_path
+    config.model = plain_model(
+        config.model, model_path=model_path, critic_model_path=model_path if critic in ("", previous) else critic
+    )
     config.explorer.rollout_model.model_path = model_path
 
 

@@ -26,6 +26,7 @@ from trinity.manager.checkpoint_shards import dim0_shard, write_shard
 from trinity.manager.published_weights import TensorMeta
 from trinity.manager.weight_sync import NcclSender, publish_checkpoint_shard, publish_memory, state_dict_meta
 from trinity.model.load import load_causal_lm, load_tokenizer, resolve_model_path
+from trinity.model.tied import tied_aliases, without_aliases
 from trinity.trainer.actor_loss import ActorLoss, micro_weight
 from trinity.trainer.critic import Critic
 from trinity.trainer.distributed import init_group
@@ -54,6 +55,7 @@ class FSDPWorker:
         self.mesh = self._mesh()
         self.prompt_sharing: Dict[torch.nn.Module, bool] = {}  # per model: run each distinct prompt once
         self.model = self._build(trainable=True)
+        self.tied = tied_aliases(self.model)  # weights leave this rank under one name per tensor
         self.ref = self._build(trainable=False) if config.algorithm.uses_reference() else None
         self.teacher = (
             self._build(trainable=False, path=teacher_path(config)) if config.algorithm.uses_teacher else None
@@ -202,17 +204,18 @@ class FSDPWorker:
         """Gathered CPU weights on rank 0 (None on the others); every rank must call it. A lone rank's plain CPU
         model holds them already: its own state dict (the same views, ~20x faster than gathering them)."""
         if self.device.type == "cpu" and not isinstance(self.model, FSDPModule):
-            return self.model.state_dict()
+            return without_aliases(self.model.state_dict(), self.tied)
         state = get_model_state_dict(self.model, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
-        return state if self.rank == 0 else None
+        return without_aliases(state, self.tied) if self.rank == 0 else None
 
     def weights_meta(self) -> List[TensorMeta]:
         """(name, dtype, shape) of every entry of `full_state_dict()`, without gathering: a sharded model's
         DTensors carry their global shapes, so announcing a version costs nothing on any device."""
-        return state_dict_meta(self.model.state_dict())
+        return state_dict_meta(without_aliases(self.model.state_dict(), self.tied))
 
     def _weight_shards(self) -> Dict[str, tuple]:
-        return {name: dim0_shard(value.detach()) for name, value in self.model.state_dict().items()}
+        state = without_aliases(self.model.state_dict(), self.tied)
+        return {name: dim0_shard(value.detach()) for name, value in state.items()}
 
     def setup_weight_sender(self, synchronizer) -> None:
         """nccl sync, rank 0: form the broadcast group with the explorers (blocks until they joined)."""

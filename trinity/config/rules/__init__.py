@@ -15,6 +15,7 @@ from trinity.config.rules.buffer import check_buffer
 from trinity.config.rules.devices import check_cluster
 from trinity.config.rules.explorer import check_explorer, check_workflows
 from trinity.config.rules.general import check_data, check_global, check_monitor
+from trinity.config.rules.local_paths import absolute_local_paths
 from trinity.config.rules.model import check_model
 from trinity.config.rules.sync import check_synchronizer
 from trinity.config.rules.trainer import check_trainer
@@ -34,4 +35,5 @@ RULES: List[Callable[[Config, Report], None]] = [
     check_reward_shaping,
     check_workflows,
     check_trainer,
+    absolute_local_paths,
 ]

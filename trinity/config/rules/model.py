@@ -1,17 +1,22 @@
 """Rules of the model section: where the weights are, the chat template, and the length budget."""
 
+import importlib.util
 from pathlib import Path
 
 from trinity.config.errors import Report
-from trinity.config.model import TinyModelConfig
-from trinity.config.paths import looks_like_path, tiny_model_dir
+from trinity.config.model import BuiltModelConfig, GGUFModelConfig, TinyModelConfig, plain_model
+from trinity.config.paths import gguf_model_dir, looks_like_path, tiny_model_dir
 from trinity.config.root import Config
 
 
 def check_model(config: Config, report: Report) -> None:
     model = config.model
+    if isinstance(model, BuiltModelConfig) and model.model_path:  # the user's own directory replaces the build
+        model = config.model = plain_model(model)
     if isinstance(model, TinyModelConfig) and model.model_path is None:
         model.model_path = tiny_model_dir(model)
+    elif isinstance(model, GGUFModelConfig) and model.model_path is None:
+        model.model_path = _gguf_model_dir(model, report)
     elif not model.model_path:
         report.problem(
             "model.model_path",
@@ -21,6 +26,14 @@ def check_model(config: Config, report: Report) -> None:
         )
     elif looks_like_path(model.model_path) and not Path(model.model_path).expanduser().exists():
         report.problem("model.model_path", model.model_path, "does not exist", "point it at an HF model directory")
+    elif _is_dir_without_config(model.model_path):
+        report.problem(
+            "model.model_path",
+            model.model_path,
+            "is a directory without config.json, so not an HF model directory",
+            "point it at the directory that holds config.json (and the weights), or convert a GGUF file with "
+            "`trinity convert gguf FILE OUT_DIR`",
+        )
     if not model.critic_model_path:
         model.critic_model_path = model.model_path
     if model.chat_template_path and model.custom_chat_template is None:
@@ -31,6 +44,32 @@ def check_model(config: Config, report: Report) -> None:
                 "model.chat_template_path", model.chat_template_path, f"cannot be read ({exc.strerror})", "fix the path"
             )
     _derive_lengths(config, report)
+
+
+def _is_dir_without_config(path: str) -> bool:
+    directory = Path(path).expanduser()
+    return directory.is_dir() and not (directory / "config.json").is_file()
+
+
+def _gguf_model_dir(model: GGUFModelConfig, report: Report) -> str:
+    """Where the GGUF file converts to; a missing package or file (or converter, for a first conversion) is a
+    problem naming how to get it."""
+    source = model.gguf
+    key = "model.gguf.package" if source.package else "model.gguf.file"
+    try:
+        directory = gguf_model_dir(source)
+    except FileNotFoundError as exc:
+        report.problem(key, source.package or source.file, str(exc), "install it, or point model.gguf at a file")
+        return ""
+    missing = [name for name in ("gguf", "accelerate") if importlib.util.find_spec(name) is None]
+    if missing and not Path(directory).is_dir():
+        report.problem(
+            key,
+            source.package or source.file,
+            f"converting it needs {' and '.join(missing)}, not installed",
+            "pip install -e '.[gguf]'",
+        )
+    return directory
 
 
 def _derive_lengths(config: Config, report: Report) -> None:
