@@ -1,17 +1,21 @@
 """Accuracy curve of a preset (default: the default experiment): held-out greedy accuracy by GRPO step.
 
-Runs `python -m trinity experiment=NAME` (an SFT warm-up, then GRPO) in a fresh checkpoint root,
-timing it, or reads an existing run with --job-dir. Step 0 is the SFT checkpoint (the GRPO stage
-evaluates on startup), so the curve shows what GRPO adds over SFT. Prints a table, writes JSON and a
-PNG (drawn like every run's own learning curve, `trinity.orchestration.curves`), both named after
-the preset.
+Runs `python -m trinity experiment=NAME` in a fresh checkpoint root, timing it, or reads an existing run
+with --job-dir. Step 0 is where GRPO starts (the GRPO stage evaluates on startup): the SFT checkpoint of a
+preset with a warm-up stage (arithmetic, calculator), the pretrained model of a single-stage one
+(smollm2_math), so the curve shows what GRPO adds. Prints a table, writes JSON (with the commit, date,
+machine and load) and a PNG (drawn like every run's own learning curve, `trinity.orchestration.curves`),
+both named after the preset.
 
-    python bench/accuracy_curve.py [--experiment arithmetic|calculator] [--job-dir CKPT_ROOT/trinity/NAME]
-                                   [--out bench/results] [override ...]
+    python bench/accuracy_curve.py [--experiment arithmetic|calculator|smollm2_math]
+                                   [--job-dir CKPT_ROOT/trinity/NAME] [--out bench/results] [override ...]
 """
 
 import argparse
+import datetime
 import json
+import os
+import platform
 import subprocess
 import sys
 import tempfile
@@ -33,9 +37,10 @@ def run_preset(experiment: str, root: Path, overrides: list) -> float:
 
 
 def curve(job_dir: Path, experiment: str) -> list:
-    """[(grpo step, accuracy)] from the RL stage's explorer events (the latest value per step); the
-    presets name their held-out taskset `<experiment>_test`."""
-    events = job_dir / RL_STAGE / "monitor" / "tensorboard" / "explorer"
+    """[(grpo step, accuracy)] from the RL stage's explorer events (the latest value per step), or the job's
+    own for a single-stage preset; the presets name their held-out taskset `<experiment>_test`."""
+    stage = job_dir / RL_STAGE if (job_dir / RL_STAGE).is_dir() else job_dir
+    events = stage / "monitor" / "tensorboard" / "explorer"
     accuracy = f"eval/{experiment}_test/accuracy/mean"
     scalars = read_scalars(str(events))
     if accuracy not in scalars:
@@ -43,10 +48,22 @@ def curve(job_dir: Path, experiment: str) -> list:
     return [(int(step), float(value)) for step, value in scalars[accuracy]]
 
 
-def plot(points: list, path: Path, title: str) -> None:
-    """The GRPO curve with the SFT checkpoint's accuracy as a flat reference line."""
+def run_facts(experiment: str, overrides: list) -> dict:
+    """What a reader needs to place the numbers: commit, date, machine, load at the start, the command."""
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+    return {
+        "commit": commit or None,
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "machine": {"cores": os.cpu_count(), "processor": platform.processor() or platform.machine()},
+        "load_average": os.getloadavg(),
+        "command": ["python", "-m", "trinity", f"experiment={experiment}", *overrides],
+    }
+
+
+def plot(points: list, path: Path, title: str, start: str) -> None:
+    """The GRPO curve with the starting model's accuracy as a flat reference line."""
     first, last = points[0][0], points[-1][0]
-    lines = [("GRPO", points), (f"SFT checkpoint ({points[0][1]:.3f})", [(first, points[0][1]), (last, points[0][1])])]
+    lines = [("GRPO", points), (f"{start} ({points[0][1]:.3f})", [(first, points[0][1]), (last, points[0][1])])]
     path.write_bytes(line_figure(title, [("held-out accuracy (greedy) by GRPO step", lines)]))
 
 
@@ -67,15 +84,18 @@ def main() -> None:
         wall = run_preset(args.experiment, root, args.overrides)
         args.job_dir = root / "trinity" / args.experiment
     points = curve(args.job_dir, args.experiment)
-    print(f"{'GRPO step':>9} | {'accuracy':>8} | {'vs SFT':>7}")
+    start = "SFT checkpoint" if (args.job_dir / RL_STAGE).is_dir() else "pretrained model"
+    print(f"{'GRPO step':>9} | {'accuracy':>8} | {'vs start':>8}")
     print("-" * 31)
     for step, value in points:
-        print(f"{step:>9} | {value:>8.3f} | {value - points[0][1]:>+7.3f}")
+        print(f"{step:>9} | {value:>8.3f} | {value - points[0][1]:>+8.3f}")
     best = max(points, key=lambda p: p[1])
     summary = {
+        **run_facts(args.experiment, args.overrides),
         "job_dir": str(args.job_dir),
         "wall_s": wall,
-        "sft_accuracy": points[0][1],
+        "start": start,
+        "start_accuracy": points[0][1],
         "final_accuracy": points[-1][1],
         "best": {"step": best[0], "accuracy": best[1]},
         "curve": [{"step": s, "accuracy": v} for s, v in points],
@@ -85,8 +105,8 @@ def main() -> None:
     args.out.mkdir(parents=True, exist_ok=True)
     stem = "accuracy_curve" if args.experiment == "arithmetic" else f"accuracy_curve_{args.experiment}"
     (args.out / f"{stem}.json").write_text(json.dumps(summary, indent=2) + "\n")
-    title = f"{args.experiment}: SFT {points[0][1]:.3f} -> GRPO {points[-1][1]:.3f}"
-    plot(points, args.out / f"{stem}.png", title)
+    title = f"{args.experiment}: {start} {points[0][1]:.3f} -> GRPO {points[-1][1]:.3f}"
+    plot(points, args.out / f"{stem}.png", title, start)
     print(f"wrote {args.out / stem}.png and .json")
 
 
