@@ -78,7 +78,7 @@ def main() -> None:
     if rooted:
         raise SystemExit(f"{rooted[0]}: the benchmark runs the preset in a fresh checkpoint root of its own; to "
                          "read a run made elsewhere, pass its job dir with --job-dir")  # fmt: skip
-    wall = None
+    wall, facts = None, run_facts(args.experiment, args.overrides)  # the load before the run adds its own
     if args.job_dir is None:
         root = Path(tempfile.mkdtemp(prefix="trinity_accuracy_"))
         wall = run_preset(args.experiment, root, args.overrides)
@@ -91,7 +91,7 @@ def main() -> None:
         print(f"{step:>9} | {value:>8.3f} | {value - points[0][1]:>+8.3f}")
     best = max(points, key=lambda p: p[1])
     summary = {
-        **run_facts(args.experiment, args.overrides),
+        **facts,
         "job_dir": str(args.job_dir),
         "wall_s": wall,
         "start": start,

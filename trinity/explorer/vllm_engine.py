@@ -372,26 +372,31 @@ def _hf_parameters(path: str, trust_remote_code: bool) -> Tuple[Dict[str, Tuple[
 class _KnownWarnings(logging.Filter):
     """vLLM warnings that are expected with this engine's settings (they would repeat in every job log):
     the chat-template warm-up has no tokenizer (skip_tokenizer_init: the codec does templates), and every
-    in-place reload reports rotary embeddings, which have no checkpoint weights (their cache is restored)."""
+    in-place reload reports rotary embeddings, which have no checkpoint weights (their cache is restored),
+    and a tied output head, whose matrix arrives under the embedding's name (`_reload_weights` packs the
+    head again; an untied head is always among the weights, which `update_weights` checks)."""
 
     EXPECTED = {
-        "vllm.renderers.base": "Chat template warmup failed",
-        "vllm.model_executor.model_loader.reload.layerwise": "RotaryEmbedding: Failed to load weights",
+        "vllm.renderers.base": {"Chat template warmup failed"},
+        "vllm.model_executor.model_loader.reload.layerwise": {
+            "RotaryEmbedding: Failed to load weights",
+            "ParallelLMHead: Failed to load weights",
+        },
     }
 
-    def __init__(self, message: str):
+    def __init__(self, messages: set):
         super().__init__()
-        self.message = message
+        self.messages = messages
 
     def filter(self, record: logging.LogRecord) -> bool:
-        return record.getMessage() != self.message
+        return record.getMessage() not in self.messages
 
 
 def _quiet_known_warnings() -> None:
-    for name, message in _KnownWarnings.EXPECTED.items():
+    for name, messages in _KnownWarnings.EXPECTED.items():
         target = logging.getLogger(name)
         if not any(isinstance(f, _KnownWarnings) for f in target.filters):
-            target.addFilter(_KnownWarnings(message))
+            target.addFilter(_KnownWarnings(messages))
 
 
 def _expand(path: str) -> str:
