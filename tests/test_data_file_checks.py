@@ -38,8 +38,8 @@ def test_a_missing_file_is_named_with_where_it_was_looked_for(tmp_path, monkeypa
     monkeypatch.chdir(tmp_path)
     found = problems(tmp_path, f"{TASKSET}.path=data/tasks.jsonl")
     problem = found[f"{TASKSET}.path"]
-    assert problem.value == "data/tasks.jsonl"
-    assert f"no such file or directory (looked for {tmp_path / 'data' / 'tasks.jsonl'})" in problem.rule
+    assert problem.value == str(tmp_path / "data" / "tasks.jsonl")  # made absolute on the driver, where it looked
+    assert "no such file or directory" in problem.rule
     assert "json/jsonl/parquet/csv" in problem.fix
 
 

@@ -75,7 +75,8 @@ class DataConfig:
     )
     dir: str = setting(
         "",
-        help="Directory of the built-in dataset's files (train, test and sft .jsonl; arithmetic adds dpo.jsonl).",
+        help="Directory of the built-in dataset's files (train and test .jsonl; arithmetic and calculator add "
+        "sft.jsonl, arithmetic dpo.jsonl).",
     )
     arithmetic: ArithmeticDataConfig = setting(help="The arithmetic dataset.", factory=ArithmeticDataConfig)
     calculator: CalculatorDataConfig = setting(help="The calculator dataset.", factory=CalculatorDataConfig)

@@ -37,9 +37,8 @@ def check_data_files(config: Config, report: Report) -> List[Problem]:
         local = Path(path).expanduser()
         if not is_local(path) or _generated(config, local):
             continue
-        where = f" (looked for {local.absolute()})" if not local.is_absolute() else ""
-        if not local.exists():
-            report.problem(f"{key}.path", path, f"no such file or directory{where}",
+        if not local.exists():  # validation made the path absolute: it names where it looked
+            report.problem(f"{key}.path", path, "no such file or directory",
                            "point it at a json/jsonl/parquet/csv file, a dataset directory, or a dataset name "
                            "in the local HF cache")  # fmt: skip
         elif local.is_file() and local.suffix.lower() not in SUFFIXES:
