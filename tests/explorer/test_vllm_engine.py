@@ -386,16 +386,23 @@ def _tied_model(spec, seed: int, cache_dir) -> str:
     return str(ensure_tiny_model(tiny))
 
 
+@pytest.fixture(scope="module")
+def tied_models(vspec, spec, tmp_path_factory):
+    """A vLLM engine of a tied tiny model (seed 0) and the directory of another (seed 1). Module-scoped like
+    every vLLM engine here: the engines of one process share vLLM's parallel groups, which an engine torn down
+    in the middle of the module would take from the others."""
+    cache = tmp_path_factory.mktemp("tied")
+    base, other = _tied_model(spec, 0, cache), _tied_model(spec, 1, cache)
+    model = dataclasses.replace(vspec.model, model_path=base)
+    return create_engine(dataclasses.replace(vspec, built=None, model=model)), other
+
+
 @needs_vllm
-def test_tied_weights_swap_in_bit_for_bit_from_one_named_matrix(vspec, spec, tmp_path_factory):
+def test_tied_weights_swap_in_bit_for_bit_from_one_named_matrix(tied_models, spec):
     """A model whose output head is its input embedding receives the shared matrix under one name (as the
     trainer and HF's own files hand it over): vLLM then computes with exactly the new weights, head included,
     and answers as the HF engine of those weights does."""
-    cache = tmp_path_factory.mktemp("tied")
-    base, other = _tied_model(spec, 0, cache), _tied_model(spec, 1, cache)
-    tied = create_engine(
-        dataclasses.replace(vspec, built=None, model=dataclasses.replace(vspec.model, model_path=base))
-    )
+    tied, other = tied_models
     new = load_file(f"{other}/model.safetensors")
     assert "lm_head.weight" not in new and "model.embed_tokens.weight" in new
     tied.update_weights(read_only(new), version=5)
