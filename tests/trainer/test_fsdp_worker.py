@@ -71,8 +71,9 @@ def test_two_ranks_match_one_process(ray_cluster, tmp_path, shared_prompts):
     assert max((one_weights[k] - two_weights[k]).abs().max().item() for k in one_weights) < 5e-5
 
 
-def test_checkpoint_resume_continues_identically(ray_cluster, tmp_path):
-    config = _grpo(tmp_path)
+def straight_and_resumed(config, directory, at_save=lambda workers: None):
+    """The pg losses of four steps on two ranks run straight, and run as two steps, a checkpoint into `directory`
+    (model, optimizer, extra, HF export), `at_save(workers)`, and two steps on fresh ranks that loaded it."""
     batches = [collate(experiences(8, 60, seed=s), pad_token_id=0) for s in (1, 2, 3, 4)]
     workers = start(config, 2)
     straight = [step(workers, config, b, 2)["actor/pg_loss"] for b in batches]
@@ -80,18 +81,22 @@ def test_checkpoint_resume_continues_identically(ray_cluster, tmp_path):
 
     workers = start(config, 2)
     first = [step(workers, config, b, 2)["actor/pg_loss"] for b in batches[:2]]
-    directory = tmp_path / "ckpt"
     directory.mkdir()
     ray.get([w.save_checkpoint.remote(str(directory), 2, ["model", "optimizer", "extra", "hf_model"]) for w in workers])
+    at_save(workers)
     stop(workers)
     workers = start(config, 2)
-    assert ray.get([w.load_checkpoint.remote(str(directory), ["model", "optimizer", "extra"]) for w in workers]) == [
-        2,
-        2,
-    ]
+    loaded = ray.get([w.load_checkpoint.remote(str(directory), ["model", "optimizer", "extra"]) for w in workers])
+    assert loaded == [2, 2]
     resumed = first + [step(workers, config, b, 2)["actor/pg_loss"] for b in batches[2:]]
     stop(workers)
-    assert all(abs(a - b) < 1e-6 for a, b in zip(straight, resumed, strict=False)), (straight, resumed)
+    return straight, resumed
+
+
+def test_checkpoint_resume_continues_identically(ray_cluster, tmp_path):
+    directory = tmp_path / "ckpt"
+    straight, resumed = straight_and_resumed(_grpo(tmp_path), directory)
+    assert all(abs(a - b) < 1e-6 for a, b in zip(straight, resumed, strict=True)), (straight, resumed)
 
     from transformers import AutoModelForCausalLM
 

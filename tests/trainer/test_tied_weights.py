@@ -6,9 +6,8 @@ the engines (loaded into the HF engine, tied) all hold the trained values."""
 import ray
 import torch
 
-from tests.trainer.conftest import experiences, trainer_config
-from tests.trainer.test_fsdp_worker import start, step, stop
-from trinity.buffer.batch import collate
+from tests.trainer.conftest import trainer_config
+from tests.trainer.test_fsdp_worker import straight_and_resumed
 from trinity.explorer.engine import engine_specs
 from trinity.explorer.hf_engine import HFEngine
 from trinity.manager.checkpoint_shards import read_full_state_dict
@@ -22,32 +21,17 @@ def test_tied_weights_checkpoint_resume_export_and_sync(ray_cluster, tmp_path):
     config = trainer_config(
         tmp_path, *TIED, "algorithm.optimizer.lr=1e-3", "trainer.grad_clip=1.0", "trainer.use_dynamic_bsz=false"
     )
-    batches = [collate(experiences(8, 60, seed=s), pad_token_id=0) for s in (1, 2, 3, 4)]
-    workers = start(config, 2)
-    straight = [step(workers, config, b, 2)["actor/pg_loss"] for b in batches]
-    stop(workers)
+    directory, trained = tmp_path / "ckpt", {}
 
-    workers = start(config, 2)
-    first = [step(workers, config, b, 2)["actor/pg_loss"] for b in batches[:2]]
-    directory = tmp_path / "ckpt"
-    directory.mkdir()
-    ray.get([w.save_checkpoint.remote(str(directory), 2, ["model", "optimizer", "extra", "hf_model"]) for w in workers])
-    trained = ray.get([w.full_state_dict.remote() for w in workers])[0]
+    def gathered(workers):
+        trained.update(ray.get([w.full_state_dict.remote() for w in workers])[0])
+        assert ray.get(workers[0].weights_meta.remote()) == state_dict_meta(trained)
+
+    straight, resumed = straight_and_resumed(config, directory, at_save=gathered)
+    assert all(abs(a - b) < 1e-6 for a, b in zip(straight, resumed, strict=True)), (straight, resumed)
     assert EMBEDDING in trained and HEAD not in trained  # one name for the shared matrix
-    assert ray.get(workers[0].weights_meta.remote()) == state_dict_meta(trained)
-    stop(workers)
-
     shards = read_full_state_dict(directory)
     assert shards.keys() == trained.keys() and all(torch.equal(shards[k], trained[k]) for k in trained)
-
-    workers = start(config, 2)
-    assert ray.get([w.load_checkpoint.remote(str(directory), ["model", "optimizer", "extra"]) for w in workers]) == [
-        2,
-        2,
-    ]
-    resumed = first + [step(workers, config, b, 2)["actor/pg_loss"] for b in batches[2:]]
-    stop(workers)
-    assert all(abs(a - b) < 1e-6 for a, b in zip(straight, resumed, strict=True)), (straight, resumed)
 
     from transformers import AutoModelForCausalLM
 
