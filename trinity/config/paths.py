@@ -33,6 +33,11 @@ def tiny_model_dir(model: TinyModelConfig) -> str:
     return os.path.join(cache, f"tiny-{model.tiny.architecture.value}-{digest}")
 
 
+def missing_gguf_converter() -> list:
+    """The packages transformers needs to read GGUF files that are not installed (the `gguf` extra)."""
+    return [name for name in ("gguf", "accelerate") if importlib.util.find_spec(name) is None]
+
+
 def gguf_file_of(source: GGUFSource) -> Path:
     """The GGUF file `source` names; the package is located without importing it (importing may need its
     own dependencies). A missing package or file raises FileNotFoundError saying how to get it."""

@@ -11,13 +11,12 @@ the chat template's turn-end token as well as the end of text, so responses stop
 """
 
 import contextlib
-import importlib.util
 import json
 from pathlib import Path
 from typing import Union
 
 from trinity.config.model import GGUFModelConfig
-from trinity.config.paths import gguf_file_of, gguf_model_dir
+from trinity.config.paths import gguf_file_of, gguf_model_dir, missing_gguf_converter
 from trinity.model.build_dir import build_once
 
 SOURCE_FILE = "trinity_gguf.json"  # in a converted directory: the file it came from
@@ -96,7 +95,7 @@ def _stop_ids(tokenizer, eos_id) -> list:
 
 
 def _check_converter() -> None:
-    missing = [name for name in ("gguf", "accelerate") if importlib.util.find_spec(name) is None]
+    missing = missing_gguf_converter()
     if missing:
         raise GGUFError(
             f"converting a GGUF file needs {' and '.join(missing)}: pip install -e '.[gguf]' "

@@ -1,11 +1,10 @@
 """Rules of the model section: where the weights are, the chat template, and the length budget."""
 
-import importlib.util
 from pathlib import Path
 
 from trinity.config.errors import Report
 from trinity.config.model import BuiltModelConfig, GGUFModelConfig, TinyModelConfig, plain_model
-from trinity.config.paths import gguf_model_dir, looks_like_path, tiny_model_dir
+from trinity.config.paths import gguf_model_dir, looks_like_path, missing_gguf_converter, tiny_model_dir
 from trinity.config.root import Config
 
 
@@ -61,7 +60,7 @@ def _gguf_model_dir(model: GGUFModelConfig, report: Report) -> str:
     except FileNotFoundError as exc:
         report.problem(key, source.package or source.file, str(exc), "install it, or point model.gguf at a file")
         return ""
-    missing = [name for name in ("gguf", "accelerate") if importlib.util.find_spec(name) is None]
+    missing = missing_gguf_converter()
     if missing and not Path(directory).is_dir():
         report.problem(
             key,
