@@ -12,15 +12,14 @@ both named after the preset.
 """
 
 import argparse
-import datetime
 import json
-import os
-import platform
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+from run_facts import run_facts
 
 from trinity.monitor import read_scalars
 from trinity.orchestration.curves import line_figure
@@ -48,18 +47,6 @@ def curve(job_dir: Path, experiment: str) -> list:
     return [(int(step), float(value)) for step, value in scalars[accuracy]]
 
 
-def run_facts(experiment: str, overrides: list) -> dict:
-    """What a reader needs to place the numbers: commit, date, machine, load at the start, the command."""
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
-    return {
-        "commit": commit or None,
-        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "machine": {"cores": os.cpu_count(), "processor": platform.processor() or platform.machine()},
-        "load_average": os.getloadavg(),
-        "command": ["python", "-m", "trinity", f"experiment={experiment}", *overrides],
-    }
-
-
 def plot(points: list, path: Path, title: str, start: str) -> None:
     """The GRPO curve with the starting model's accuracy as a flat reference line."""
     first, last = points[0][0], points[-1][0]
@@ -76,9 +63,11 @@ def main() -> None:
     args = parser.parse_args()
     rooted = [o for o in args.overrides if o.split("=", 1)[0].lstrip("+~") == "checkpoint_root_dir"]
     if rooted:
-        raise SystemExit(f"{rooted[0]}: the benchmark runs the preset in a fresh checkpoint root of its own; to "
-                         "read a run made elsewhere, pass its job dir with --job-dir")  # fmt: skip
-    wall, facts = None, run_facts(args.experiment, args.overrides)  # the load before the run adds its own
+        raise SystemExit(
+            f"{rooted[0]}: the benchmark runs the preset in a fresh checkpoint root of its own; to "
+            "read a run made elsewhere, pass its job dir with --job-dir"
+        )
+    wall, facts = None, run_facts(["python", "-m", "trinity", f"experiment={args.experiment}", *args.overrides])
     if args.job_dir is None:
         root = Path(tempfile.mkdtemp(prefix="trinity_accuracy_"))
         wall = run_preset(args.experiment, root, args.overrides)

@@ -1,5 +1,6 @@
-"""Generate throughput of the rollout engines (vLLM, HF) against raw `model.generate`, on the tiny model
-and on a bigger locally built random model.
+"""Generate throughput of the rollout engines (vLLM, HF) against raw `model.generate`, on the tiny model,
+on a bigger locally built random model and on the real SmolLM2-135M-Instruct (`model=smollm2`: the
+smollm2_math preset's rollout batch, 4 prompts x 8 samples x 48 tokens, and its 128-question evaluation).
 
 Every side samples the same prompts for exactly `max_tokens` new tokens (min_tokens = max_tokens, so
 early stops do not skew the count), with the same number of threads: the HF engine and raw generate
@@ -9,7 +10,7 @@ median seconds over repeats, generated tokens/s and tokens/s per thread, and eac
 against raw generate's, all measured in the same run (rounds interleaved: engine, raw, engine, ...).
 
     python bench/generate_throughput.py [--threads 1] [--repeats 3] [--engines vllm,hf]
-                                        [--out bench/results/generate_throughput.json]
+                                        [--models tiny,h512-l8,smollm2] [--out bench/results/generate_throughput.json]
 """
 
 import argparse
@@ -21,21 +22,28 @@ import time
 from pathlib import Path
 
 import torch
+from run_facts import run_facts
 
 from trinity.config import compose, validate
 from trinity.explorer.backends import create_engine
 from trinity.explorer.engine import engine_specs
 from trinity.explorer.sampling import SamplingParams
-from trinity.model.load import load_causal_lm
+from trinity.model.load import load_causal_lm, resolve_model_path
 
 MODELS = {
     "tiny": ([], [(8, 8, 8), (16, 8, 32)]),  # (prompts, samples per prompt, new tokens)
     "h512-l8": (
-        ["model.tiny.hidden_size=512", "model.tiny.intermediate_size=1536", "model.tiny.num_hidden_layers=8",
-         "model.tiny.num_attention_heads=8", "model.tiny.num_key_value_heads=4"],
+        [
+            "model.tiny.hidden_size=512",
+            "model.tiny.intermediate_size=1536",
+            "model.tiny.num_hidden_layers=8",
+            "model.tiny.num_attention_heads=8",
+            "model.tiny.num_key_value_heads=4",
+        ],
         [(8, 8, 256)],
     ),
-}  # fmt: skip
+    "smollm2": (["model=smollm2"], [(4, 8, 48), (128, 1, 48)]),
+}
 
 
 def interleaved_medians(runs: dict, repeats: int) -> dict:
@@ -59,21 +67,34 @@ def raw_generate(model, pad_id: int, ids: list, n: int, tokens: int):
 
     def run() -> None:
         with torch.inference_mode():
-            model.generate(input_ids=input_ids, attention_mask=mask, do_sample=True, top_k=0,
-                           max_new_tokens=tokens, min_new_tokens=tokens, pad_token_id=pad_id)  # fmt: skip
+            model.generate(
+                input_ids=input_ids,
+                attention_mask=mask,
+                do_sample=True,
+                top_k=0,
+                max_new_tokens=tokens,
+                min_new_tokens=tokens,
+                pad_token_id=pad_id,
+            )
 
     return run
 
 
 def bench_model(name: str, overrides: list, cases: list, engines: list, args, scratch: str) -> list:
-    base = [f"checkpoint_root_dir={scratch}", f"model.tiny.cache_dir={scratch}/models", "stages=[]",
-            f"cluster.cpu_threads_per_device={args.threads}", "model.max_model_len=320"]  # fmt: skip
+    base = [
+        f"checkpoint_root_dir={scratch}",
+        "stages=[]",
+        f"cluster.cpu_threads_per_device={args.threads}",
+        "model.max_model_len=320",
+    ]
+    if "model=smollm2" not in overrides:  # the tiny builds go to a scratch cache; the real model to trinity's
+        base.append(f"model.tiny.cache_dir={scratch}/models")
     built = {}
     for engine_type in engines:
         config = validate(compose([*base, *overrides, f"explorer.rollout_model.engine_type={engine_type}"])).configs[0]
         built[engine_type] = create_engine(engine_specs(config)[0])
     codec = next(iter(built.values())).codec
-    raw = load_causal_lm(config.model.model_path)
+    raw = load_causal_lm(resolve_model_path(config.model))
     parameters = sum(p.numel() for p in raw.parameters())
     rows = []
     for prompts, n, tokens in cases:
@@ -84,10 +105,19 @@ def bench_model(name: str, overrides: list, cases: list, engines: list, args, sc
         seconds = interleaved_medians(runs, args.repeats)
         generated = prompts * n * tokens
         for side, value in seconds.items():
-            rows.append({"model": name, "parameters": parameters, "batch": prompts * n, "new_tokens": tokens,
-                         "side": side, "seconds": value, "tokens_per_s": generated / value,
-                         "tokens_per_s_per_thread": generated / value / args.threads,
-                         "over_raw": value / seconds["raw"]})  # fmt: skip
+            rows.append(
+                {
+                    "model": name,
+                    "parameters": parameters,
+                    "batch": prompts * n,
+                    "new_tokens": tokens,
+                    "side": side,
+                    "seconds": value,
+                    "tokens_per_s": generated / value,
+                    "tokens_per_s_per_thread": generated / value / args.threads,
+                    "over_raw": value / seconds["raw"],
+                }
+            )
     return rows
 
 
@@ -101,23 +131,27 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     engines = args.engines.split(",")
-    rows = []
+    facts, rows = run_facts(), []
     with tempfile.TemporaryDirectory() as scratch:
         for name in args.models.split(","):
             overrides, cases = MODELS[name]
             rows += bench_model(name, overrides, cases, engines, args, scratch)
     load = os.getloadavg()[0]
     print(f"{args.threads} thread(s) per side, median of {args.repeats} interleaved rounds, load average {load:.2f}")
-    print(f"{'model':>8} {'params':>7} {'batch':>5} {'tokens':>6} {'side':>5} {'seconds':>8} {'tok/s':>8} "
-          f"{'tok/s/thread':>12} {'vs raw':>6}")  # fmt: skip
+    print(
+        f"{'model':>8} {'params':>7} {'batch':>5} {'tokens':>6} {'side':>5} {'seconds':>8} {'tok/s':>8} "
+        f"{'tok/s/thread':>12} {'vs raw':>6}"
+    )
     for row in rows:
-        print(f"{row['model']:>8} {row['parameters'] / 1e6:>6.1f}M {row['batch']:>5} {row['new_tokens']:>6} "
-              f"{row['side']:>5} {row['seconds']:>8.3f} {row['tokens_per_s']:>8.0f} "
-              f"{row['tokens_per_s_per_thread']:>12.0f} {row['over_raw']:>6.2f}")  # fmt: skip
+        print(
+            f"{row['model']:>8} {row['parameters'] / 1e6:>6.1f}M {row['batch']:>5} {row['new_tokens']:>6} "
+            f"{row['side']:>5} {row['seconds']:>8.3f} {row['tokens_per_s']:>8.0f} "
+            f"{row['tokens_per_s_per_thread']:>12.0f} {row['over_raw']:>6.2f}"
+        )
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({"threads": args.threads, "repeats": args.repeats, "load": load, "rows": rows},
-                              indent=2) + "\n")  # fmt: skip
+    record = {**facts, "threads": args.threads, "repeats": args.repeats, "load_after": load, "rows": rows}
+    out.write_text(json.dumps(record, indent=2) + "\n")
     print(f"wrote {out}")
 
 

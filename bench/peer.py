@@ -1,23 +1,28 @@
-"""trinity against TRL's GRPOTrainer and a bare single-process GRPO loop, on the same GRPO work (issue 14).
+"""trinity against TRL's GRPOTrainer and a bare single-process GRPO loop, on the same GRPO work.
 
-Every contestant runs as its own process on the same locally built model and arithmetic train set
-(bench/peer_loops.py says what "the same work" is, setting by setting): trinity synchronous
-(`sync_offset=0`) and one-step off-policy (`sync_offset=1`), each in mode both (explorer and trainer on their
-own device processes) and in mode colocate (one device process, taking turns), through `python -m trinity
-stages=[]`; TRL's GRPOTrainer and the bare loop through bench/peer_loops.py. Rounds are interleaved (each
-round runs every contestant once, in turn) because this machine is shared and noisy; the load average is noted
-per run.
+Every contestant runs as its own process on the same model and train set: trinity through `python -m
+trinity` (synchronous `sync_offset=0` and one-step off-policy `sync_offset=1`, in mode both, explorer and
+trainer on their own device processes, and in mode colocate, one device process taking turns); TRL's
+GRPOTrainer and the bare loop through bench/peer_loops.py, each in its own virtual environment holding only
+what its users install (bench/peer_envs.py, created on first use), never in trinity's. The baselines' work
+is read from trinity's resolved config (`work_of`: prompts, samples, tokens, learning rate, chat prompts);
+the settings they hard-code are checked against it by tests/test_bench_peer.py. Rounds are interleaved
+(each round runs every contestant once, in turn) because this machine is shared and noisy.
+
+Models: `tiny` (trinity's ~1M-parameter model, the default experiment's arithmetic, 16 prompts x 8 samples x
+<= 8 tokens), `larger` (~17M parameters, <= 64 tokens) and `smollm2` (SmolLM2-135M-Instruct, the
+smollm2_math preset's chat word problems, 4 prompts x 4 samples x <= 32 tokens; trinity rolls out with vLLM
+as the preset does, and with its HF engine as `trinity colocate hf`).
 
 Per run: steady-state seconds per step (median gap between finished steps after `--warmup` steps),
 start-up (process start to the first finished step), and peak resident memory summed over the run's
 whole process tree (sampled every 0.2 s; Ray's workers are children of the driver's local cluster).
 Per contestant: medians over rounds, and the median over rounds of its ratio to TRL and to the bare
-loop measured in the same round. Prints a table and writes JSON.
+loop measured in the same round. Prints a table and writes JSON with the commit, date, machine, load,
+command, every contestant's package versions and the work.
 
-    python bench/peer.py [--model tiny|larger] [--rounds 5] [--steps 16] [--warmup 4] [--out FILE]
+    python bench/peer.py [--model tiny|larger|smollm2] [--rounds 5] [--steps 16] [--warmup 4] [--out FILE]
                          [--contestants NAME ...]
-
-Needs the bench extra (`pip install -e ".[bench]"`, TRL 1.16).
 """
 
 import argparse
@@ -32,46 +37,104 @@ import time
 from pathlib import Path
 
 import psutil
+from peer_envs import ensure_env, versions
+from run_facts import run_facts
 
 from trinity.config import compose, validate
-from trinity.model.tiny import ensure_tiny_model
+from trinity.model.load import resolve_model_path
 from trinity.monitor import read_scalars
 from trinity.orchestration.job import prepare_data
 
-MODELS = {  # trinity overrides; `larger` is ~17M parameters with up to 64-token responses
-    "tiny": ["model.max_response_tokens=8"],
-    "larger": ["model.tiny.hidden_size=384", "model.tiny.intermediate_size=1536", "model.tiny.num_hidden_layers=8",
-               "model.tiny.num_attention_heads=6", "model.tiny.num_key_value_heads=2",
-               "model.max_response_tokens=64"],
-}  # fmt: skip
-TRINITY = {  # contestant -> its mode and synchronizer.sync_offset
-    "trinity sync": ("both", 0),
-    "trinity off-policy": ("both", 1),
-    "trinity colocate": ("colocate", 0),
-    "trinity colocate off-policy": ("colocate", 1),
+TINY_LARGER = [
+    "model.tiny.hidden_size=384",
+    "model.tiny.intermediate_size=1536",
+    "model.tiny.num_hidden_layers=8",
+    "model.tiny.num_attention_heads=6",
+    "model.tiny.num_key_value_heads=2",
+]
+MODELS = {  # trinity overrides of each model's work
+    "tiny": ["stages=[]", "model.max_response_tokens=8"],
+    "larger": ["stages=[]", *TINY_LARGER, "model.max_response_tokens=64"],
+    "smollm2": [
+        "experiment=smollm2_math",
+        "buffer.batch_size=4",
+        "algorithm.repeat_times=4",
+        "model.max_response_tokens=32",
+        "algorithm.advantage_fn_args.std_threshold=null",
+    ],
 }
-CONTESTANTS = (*TRINITY, "trl", "bare")
+TRINITY = {  # contestant -> its overrides
+    "trinity sync": ["mode=both", "synchronizer.sync_offset=0"],
+    "trinity off-policy": ["mode=both", "synchronizer.sync_offset=1"],
+    "trinity colocate": ["mode=colocate", "synchronizer.sync_offset=0"],
+    "trinity colocate off-policy": ["mode=colocate", "synchronizer.sync_offset=1"],
+    "trinity colocate hf": ["mode=colocate", "explorer.rollout_model.engine_type=hf"],
+}
+DEFAULT_CONTESTANTS = {
+    "tiny": ["trinity sync", "trinity off-policy", "trinity colocate", "trinity colocate off-policy"],
+    "larger": ["trinity sync", "trinity off-policy", "trinity colocate", "trinity colocate off-policy"],
+    "smollm2": ["trinity colocate", "trinity colocate hf"],
+}
+BASELINES = ("trl", "bare")
 LOOPS = Path(__file__).with_name("peer_loops.py")
 
 
 def prepare(model: str, root: Path):
-    """The validated default GRPO config for `model`, with its model built and its data generated."""
-    config = validate(compose([f"checkpoint_root_dir={root}", "stages=[]", *MODELS[model]])).configs[0]
+    """The validated GRPO config of `model`'s work, with its model built (or converted) and its data generated."""
+    config = validate(compose([f"checkpoint_root_dir={root}", *MODELS[model]])).configs[0]
     prepare_data(config)
-    ensure_tiny_model(config.model)
+    config.model.model_path = resolve_model_path(config.model)
     return config
+
+
+def work_of(config) -> dict:
+    """The GRPO work of a resolved config, as the baselines must reproduce it."""
+    algorithm, taskset = config.algorithm, config.buffer.explorer_input.taskset
+    return {
+        "prompts": config.buffer.batch_size,
+        "group": algorithm.repeat_times,
+        "max_tokens": config.model.max_response_tokens,
+        "lr": algorithm.optimizer.lr,
+        "system_prompt": taskset.format.system_prompt,
+        "temperature": taskset.rollout_args.temperature,
+        "top_p": taskset.rollout_args.top_p,
+        "top_k": taskset.rollout_args.top_k,
+        "kl_loss_fn": algorithm.kl_loss_fn,
+        "kl_coef": algorithm.kl_loss_fn_args.get("kl_coef", 0.0) if algorithm.kl_loss_fn != "none" else 0.0,
+        "format_bonus": taskset.reward_fn_args.get("format_bonus", 0.1),
+        "clip": algorithm.policy_loss_fn_args.get("clip_range"),
+        "loss_agg_mode": algorithm.policy_loss_fn_args.get("loss_agg_mode"),
+        "advantage_epsilon": algorithm.advantage_fn_args.get("epsilon"),
+        "weight_decay": algorithm.optimizer.weight_decay,
+        "lr_scheduler": algorithm.optimizer.lr_scheduler_type.value,
+        "grad_clip": config.trainer.grad_clip,
+        "ppo_epochs": config.trainer.ppo_epochs,
+    }
 
 
 def command(name: str, config, model: str, steps: int, run_dir: Path) -> list:
     if name in TRINITY:
-        mode, offset = TRINITY[name]
-        return [sys.executable, "-m", "trinity", "stages=[]", f"checkpoint_root_dir={run_dir}", "name=peer",
-                f"mode={mode}", f"buffer.total_steps={steps}", f"synchronizer.sync_offset={offset}",
-                "explorer.eval_on_startup=false",
-                f"explorer.eval_interval={10 * steps}", "trainer.save_interval=0", *MODELS[model]]  # fmt: skip
-    return [sys.executable, str(LOOPS), name, "--model-dir", config.model.model_path, "--steps", str(steps),
-            "--data", config.buffer.explorer_input.taskset.path,
-            "--max-tokens", str(config.model.max_response_tokens)]  # fmt: skip
+        return [
+            sys.executable,
+            "-m",
+            "trinity",
+            *MODELS[model],
+            f"checkpoint_root_dir={run_dir}",
+            "name=peer",
+            *TRINITY[name],
+            f"buffer.total_steps={steps}",
+            "explorer.eval_on_startup=false",
+            f"explorer.eval_interval={10 * steps}",
+            "trainer.save_interval=0",
+        ]
+    work = work_of(config)
+    loop = [str(ensure_env(name)), str(LOOPS), name, "--model-dir", config.model.model_path]
+    loop += ["--data", config.buffer.explorer_input.taskset.path, "--steps", str(steps)]
+    loop += ["--prompts", str(work["prompts"]), "--group", str(work["group"])]
+    loop += ["--max-tokens", str(work["max_tokens"]), "--lr", str(work["lr"])]
+    loop += ["--temperature", str(work["temperature"]), "--kl-coef", str(work["kl_coef"])]
+    loop += ["--format-bonus", str(work["format_bonus"])]
+    return loop + (["--system-prompt", work["system_prompt"]] if work["system_prompt"] else [])
 
 
 def tree_rss_mb(process: psutil.Process) -> float:
@@ -127,8 +190,12 @@ def step_times(name: str, output: str, run_dir: Path) -> list:
 def summarise(result: dict, warmup: int) -> dict:
     stamps = result["stamps"]
     gaps = [b - a for a, b in zip(stamps[warmup:], stamps[warmup + 1 :], strict=False)]
-    return {"step_s": statistics.median(gaps), "startup_s": stamps[0] - result["started"],
-            "peak_rss_mb": result["peak_rss_mb"], "load_avg": result["load_avg"]}  # fmt: skip
+    return {
+        "step_s": statistics.median(gaps),
+        "startup_s": stamps[0] - result["started"],
+        "peak_rss_mb": result["peak_rss_mb"],
+        "load_avg": result["load_avg"],
+    }
 
 
 def main() -> None:
@@ -137,44 +204,80 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--steps", type=int, default=16)
     parser.add_argument("--warmup", type=int, default=4, help="finished steps left out of the steady state")
-    parser.add_argument("--out", default="bench/results/peer.json")
-    parser.add_argument("--contestants", nargs="+", choices=CONTESTANTS, default=list(CONTESTANTS),
-                        help="a subset to run (the baselines trl and bare always run: ratios need them)")  # fmt: skip
+    parser.add_argument("--out", help="the JSON file (default bench/results/peer_<model>.json)")
+    parser.add_argument(
+        "--contestants",
+        nargs="+",
+        choices=sorted(TRINITY),
+        help="trinity contestants (default: the model's; the baselines trl and bare always run)",
+    )
     args = parser.parse_args()
-    contestants = [name for name in CONTESTANTS if name in {*args.contestants, "trl", "bare"}]
+    contestants = [*(args.contestants or DEFAULT_CONTESTANTS[args.model]), *BASELINES]
+    facts = {**run_facts(), "versions": contestant_versions(contestants)}
     with tempfile.TemporaryDirectory() as scratch:
         config = prepare(args.model, Path(scratch))
         rounds = []
         for number in range(args.rounds):
-            rounds.append({name: summarise(run(name, config, args.model, args.steps, Path(scratch)), args.warmup)
-                           for name in contestants})  # fmt: skip
+            rounds.append(
+                {
+                    name: summarise(run(name, config, args.model, args.steps, Path(scratch)), args.warmup)
+                    for name in contestants
+                }
+            )
             print(f"round {number + 1}: " + ", ".join(f"{n} {r['step_s']:.3f} s/step" for n, r in rounds[-1].items()))
+        work = work_of(config)
     table = {name: table_row(name, rounds) for name in contestants}
     print_table(table, args)
-    out = Path(args.out)
+    out = Path(args.out or f"bench/results/peer_{args.model}.json")
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({"model": args.model, "steps": args.steps, "warmup": args.warmup, "rounds": rounds,
-                               "table": table, "cpus": os.cpu_count()}, indent=2))  # fmt: skip
+    out.write_text(
+        json.dumps(
+            {
+                **facts,
+                "model": args.model,
+                "steps": args.steps,
+                "warmup": args.warmup,
+                "work": work,
+                "rounds": rounds,
+                "table": table,
+            },
+            indent=2,
+        )
+    )
     print(f"wrote {out}")
+
+
+def contestant_versions(contestants: list) -> dict:
+    """Each contestant's package versions: trinity's own environment for trinity, each baseline's for it."""
+    mine = versions(Path(sys.executable))
+    return {name: mine if name in TRINITY else versions(ensure_env(name)) for name in contestants}
 
 
 def table_row(name: str, rounds: list) -> dict:
     def median(key: str, of: str = name) -> float:
         return statistics.median(r[of][key] for r in rounds)
 
-    return {"step_s": median("step_s"), "startup_s": median("startup_s"), "peak_rss_mb": median("peak_rss_mb"),
-            "vs_bare": statistics.median(r[name]["step_s"] / r["bare"]["step_s"] for r in rounds),
-            "vs_trl": statistics.median(r[name]["step_s"] / r["trl"]["step_s"] for r in rounds),
-            "load_avg": median("load_avg")}  # fmt: skip
+    return {
+        "step_s": median("step_s"),
+        "startup_s": median("startup_s"),
+        "peak_rss_mb": median("peak_rss_mb"),
+        "vs_bare": statistics.median(r[name]["step_s"] / r["bare"]["step_s"] for r in rounds),
+        "vs_trl": statistics.median(r[name]["step_s"] / r["trl"]["step_s"] for r in rounds),
+        "load_avg": median("load_avg"),
+    }
 
 
 def print_table(table: dict, args) -> None:
-    print(f"\nGRPO steps, {args.model} model, {args.rounds} interleaved rounds of {args.steps} steps "
-          f"(steady state after {args.warmup}); medians over rounds")  # fmt: skip
+    print(
+        f"\nGRPO steps, {args.model} model, {args.rounds} interleaved rounds of {args.steps} steps "
+        f"(steady state after {args.warmup}); medians over rounds"
+    )
     print(f"{'':28}{'s/step':>8}{'vs bare':>9}{'vs TRL':>8}{'peak RSS MB':>13}{'start-up s':>12}{'load':>6}")
     for name, row in table.items():
-        print(f"{name:28}{row['step_s']:8.3f}{row['vs_bare']:9.2f}{row['vs_trl']:8.2f}"
-              f"{row['peak_rss_mb']:13.0f}{row['startup_s']:12.1f}{row['load_avg']:6.1f}")  # fmt: skip
+        print(
+            f"{name:28}{row['step_s']:8.3f}{row['vs_bare']:9.2f}{row['vs_trl']:8.2f}"
+            f"{row['peak_rss_mb']:13.0f}{row['startup_s']:12.1f}{row['load_avg']:6.1f}"
+        )
 
 
 if __name__ == "__main__":

@@ -21,6 +21,8 @@ def run(cfg: DictConfig) -> dict:
     if validated.configs[0].dry_run:
         print(describe(validated))
         return {"dry_run": True, "stages": len(validated.configs)}
+    from trinity.orchestration.failure import failure_block, ray_logs_dir, record_failure
+    from trinity.orchestration.job import JobError
     from trinity.orchestration.job_lock import JobLockedError
     from trinity.orchestration.stages import run_experiment
 
@@ -28,11 +30,20 @@ def run(cfg: DictConfig) -> dict:
         return run_experiment(validated)
     except JobLockedError as exc:
         raise RunRefused(str(exc)) from None
+    except JobError as exc:
+        job_dir = exc.job_dir or validated.configs[0].checkpoint_job_dir
+        block = failure_block(str(exc), job_dir, record_failure(exc, job_dir), ray_logs_dir())
+        raise RunFailed(block) from None
 
 
 class RunRefused(CompactHydraException):
     """A run that must not start (another run holds its job directory). Hydra prints a compact
     exception's message alone, without a traceback, and exits 1, also when it comes from a Ray task."""
+
+
+class RunFailed(CompactHydraException):
+    """A run that stopped for a diagnosed reason (a role failed, stalled or froze): its short block, printed
+    without a traceback (that is in the job directory's failure.log)."""
 
 
 def validate_or_exit(cfg: DictConfig) -> Validated:

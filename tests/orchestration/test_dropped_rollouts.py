@@ -18,8 +18,9 @@ REWARD = "buffer.explorer_input.default_reward_fn_type"
 
 
 def test_the_repro_ends_with_the_filter_named(tmp_path):
-    """The issue's repro (every group of the base model's rollouts is flat), on the CLI. It runs first in
-    this module, with its own Ray, before the module's in-process cluster starts."""
+    """The issue's repro (every group of the base model's rollouts is flat), on the CLI: a short block names
+    the cause, the job dir and the logs; the traceback is in the job dir. It runs first in this module, with
+    its own Ray, before the module's in-process cluster starts."""
     result = run_cli(
         f"checkpoint_root_dir={tmp_path}", "stages=[]", "buffer.batch_size=4", "algorithm.repeat_times=4", FILTER,
         "synchronizer.sync_timeout=600", "explorer.max_extra_explore_steps=2", "explorer.eval_on_startup=false",
@@ -29,6 +30,12 @@ def test_the_repro_ends_with_the_filter_named(tmp_path):
     assert "the explorer of job" in result.stderr and "explore step 1 left the trainer's batch" in result.stderr
     assert "groups filtered by std_threshold=0.0 for 3 steps: rewards have no variance" in result.stderr
     assert "timed out" not in result.stderr and "SyncError" not in result.stderr
+    job = tmp_path / "trinity" / "arithmetic"
+    assert "Traceback" not in result.stderr and f"job dir:   {job}" in result.stderr
+    assert len(result.stderr.strip().splitlines()) < 15, result.stderr
+    assert f"traceback: {job / 'failure.log'}" in result.stderr and "Ray logs:" in result.stderr
+    logged = (job / "failure.log").read_text()
+    assert "Traceback" in logged and "ExploreStarved" in logged and "trinity/explorer" in logged, "the actor's frames"
 
 
 @pytest.mark.parametrize(

@@ -50,8 +50,11 @@ def _titles(pid: int) -> set:
 
 
 def test_sigkill_of_the_driver_then_rerun(tmp_path):
-    """Also: a run of one job runs it in the launcher's own process, never in a Ray task (`_run_remote`)."""
-    command = [sys.executable, "-m", "trinity", f"checkpoint_root_dir={tmp_path}", *SMALL, *RUN]
+    """On a model with tied embeddings (as most small pretrained LMs): its checkpoints name the shared matrix
+    once and the rerun resumes from them. Also: a run of one job runs it in the launcher's own process, never
+    in a Ray task (`_run_remote`)."""
+    tied = "model.tiny.tie_word_embeddings=true"
+    command = [sys.executable, "-m", "trinity", f"checkpoint_root_dir={tmp_path}", *SMALL, *RUN, tied]
     env = {**os.environ, "RAY_AUTH_MODE": "disabled"}
     job = tmp_path / "trinity" / "arithmetic"
     first = subprocess.Popen(

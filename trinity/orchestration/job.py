@@ -43,11 +43,13 @@ logger = logging.getLogger(__name__)
 
 class JobError(RuntimeError):
     """A job's explorer or trainer failed or stalled; the message names which and why. `frozen` holds the
-    roles that stopped answering: cleanup kills them without waiting for a graceful shutdown."""
+    roles that stopped answering: cleanup kills them without waiting for a graceful shutdown. `job_dir` is
+    the failed job's directory, set on the way out of `run_job`."""
 
     def __init__(self, message: str, frozen: Tuple[str, ...] = ()):
         super().__init__(message)
         self.frozen = frozen
+        self.job_dir: Optional[str] = None
 
 
 def prepare_data(config: Config) -> None:
@@ -94,7 +96,7 @@ def _run_held(config: Config) -> Dict[str, float]:
         _start_actors(config, group, actors, keepers)
         return _run_roles(config, actors)
     except JobError as exc:
-        frozen = exc.frozen
+        frozen, exc.job_dir = exc.frozen, config.checkpoint_job_dir
         raise
     finally:
         _cleanup(config, actors, keepers, frozen)
