@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.orchestration.conftest import small_config
+from trinity.config.topology import colocated_device_name
 from trinity.orchestration.job import JobError, run_job
 
 pytestmark = pytest.mark.faults
@@ -28,11 +29,15 @@ def actor_pid(name: str, since_ms: float) -> int:
     raise LookupError(name)
 
 
-# the trainer is named by the same unanswered progress call as the explorer (measured in the README); an engine
-# by the probe
-@pytest.mark.parametrize("role", ["explorer", "explorer_engine_0"])
-def test_a_frozen_actor_is_named_within_the_sync_timeout(ray_cluster, tmp_path, role):
-    config = small_config(tmp_path, "buffer.total_steps=200", f"synchronizer.sync_timeout={SYNC_TIMEOUT_S}")
+# the trainer is named by the same unanswered progress call as the explorer; an engine by the probe; colocate's
+# device (hosting both roles and the engine) as the device, both roles frozen so no shutdown call waits on it
+@pytest.mark.parametrize("mode, role", [("both", "explorer"), ("both", "explorer_engine_0"), ("colocate", "device")])
+def test_a_frozen_actor_is_named_within_the_sync_timeout(ray_cluster, tmp_path, mode, role):
+    config = small_config(
+        tmp_path, f"mode={mode}", "buffer.total_steps=200", f"synchronizer.sync_timeout={SYNC_TIMEOUT_S}"
+    )
+    if role == "device":
+        role = colocated_device_name(config)
     since_ms = time.time() * 1000
     outcome = {}
 
@@ -63,7 +68,10 @@ def test_a_frozen_actor_is_named_within_the_sync_timeout(ray_cluster, tmp_path, 
     message = str(outcome.get("error"))
     # whichever wait gives up first (the watchdog's progress call, or a peer's sync wait), the frozen actor is
     # named: by its unanswered progress call, or in the probe's "not answering within 5 s: <names>"
-    if "not answering" in message:
+    if mode == "colocate":
+        assert f"the device process {role!r}" in message and "hosts the explorer, the trainer" in message, message
+        assert set(outcome["error"].frozen) == {"explorer", "trainer"}, "a shutdown call would wait on the device"
+    elif "not answering" in message:
         assert role in message.split("not answering")[1], message
     else:
         assert role in message and ("not responding" in message or "no progress" in message), message

@@ -192,6 +192,13 @@ def _answer(method, role: str, config: Config, what: str):
     try:
         return ray.get(method.remote(), timeout=timeout)
     except ray.exceptions.GetTimeoutError:
+        if config.mode == Mode.colocate:  # both roles and the engine live in the one device process
+            raise JobError(
+                f"the device process {colocated_device_name(config)!r} of job {config.ray_namespace!r} (it hosts "
+                f"the explorer, the trainer and the rollout engine) did not answer the {role}'s {what} call for "
+                f"{timeout:g} s (synchronizer.sync_timeout): it is alive but not responding (frozen or overloaded)",
+                frozen=tuple(_role_names(config)),
+            ) from None
         raise JobError(
             f"the {role} of job {config.ray_namespace!r} did not answer a {what} call for {timeout:g} s "
             "(synchronizer.sync_timeout): it is alive but not responding (frozen or overloaded)",
