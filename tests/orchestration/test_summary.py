@@ -75,7 +75,7 @@ def test_the_rl_stage_summary_agrees_with_its_event_files(staged):
     assert [step for step, _ in accuracy] == [0, 1, 2]
     best = max(value for _, value in accuracy)
     assert summary["eval"][ACCURACY] == {
-        "final": accuracy[-1][1], "final_step": 2, "best": best,
+        "start": accuracy[0][1], "start_step": 0, "final": accuracy[-1][1], "final_step": 2, "best": best,
         "best_step": next(step for step, value in accuracy if value == best),
     }  # fmt: skip
     assert summary["main_metric"] == {"tag": ACCURACY, **summary["eval"][ACCURACY]}
@@ -110,14 +110,16 @@ def test_the_table_has_a_row_per_stage_with_its_numbers(staged, capsys):
     row = next(line for line in lines if line.startswith("grpo "))
     accuracy = rl["eval"][ACCURACY]
     numbers = [
-        f"{accuracy['final']:.3f}", f"{accuracy['best']:.3f} (step {accuracy['best_step']})",
+        f"{accuracy['start']:.3f}  {accuracy['final']:.3f}", f"{accuracy['best']:.3f} (step {accuracy['best_step']})",
         f"{rl['reward']['mean']:.3f}", f"{rl['throughput']['train_tokens_per_s']:.0f}", f"{rl['wall_s']:.1f} s",
     ]  # fmt: skip
     assert all(number in row for number in numbers), (numbers, row)
     assert next(line for line in lines if line.startswith("sft_warmup ")).split()[1:3] == ["train", "2"]
     assert line_of(lines, "[grpo] checkpoint:").endswith(f" {rl['paths']['checkpoint']} (step 2)")
     assert line_of(lines, "[sft_warmup] HF export:").endswith(f" {warmup['paths']['hf_export']}")
+    gain = accuracy["final"] - accuracy["start"]
     assert line_of(lines, "[grpo] eval arithmetic_test/accuracy:").endswith(
+        f"start {accuracy['start']:.3f} (step 0), final {accuracy['final']:.3f} (step 2, {gain:+.3f}), "
         f"best {accuracy['best']:.3f} (step {accuracy['best_step']})"
     )
     experiment_dir = Path(validated.configs[0].checkpoint_job_dir).parent

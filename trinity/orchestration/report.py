@@ -57,6 +57,7 @@ COLUMNS: List[Tuple[str, Callable[[dict], str]]] = [
     ("explore steps", lambda s: _number(s["steps"]["explorer"], "d")),
     ("wall", lambda s: f"{s['wall_s']:.1f} s"),
     ("main metric", _main_label),
+    ("start", lambda s: _number((s["main_metric"] or {}).get("start"))),
     ("final", lambda s: _number((s["main_metric"] or {}).get("final"))),
     ("best (step)", lambda s: _best(s["main_metric"])),
     ("mean reward", lambda s: _number(s["reward"]["mean"])),
@@ -94,13 +95,21 @@ def format_job(stages: Stages) -> str:
     return "\n".join(lines)
 
 
+def _score_line(score: dict) -> str:
+    """start X (step s), final Y (step f, +gain), best Z (step b); the final value alone without curves (or
+    from a summary.json written before scores kept their start)."""
+    if score["final_step"] is None or score.get("start") is None:
+        return f"final {score['final']:.3f}"
+    gain = score["final"] - score["start"]
+    return (
+        f"start {score['start']:.3f} (step {score['start_step']}), "
+        f"final {score['final']:.3f} (step {score['final_step']}, {gain:+.3f}), best {_best(score)}"
+    )
+
+
 def _details(summary: dict, prefix: str) -> List[str]:
     paths = summary["paths"]
-    lines = [
-        f"{prefix}eval {label(tag)}: final {score['final']:.3f}"
-        + (f" (step {score['final_step']}), best {_best(score)}" if score["final_step"] is not None else "")
-        for tag, score in sorted(summary["eval"].items())
-    ]
+    lines = [f"{prefix}eval {label(tag)}: {_score_line(score)}" for tag, score in sorted(summary["eval"].items())]
     checkpoint = paths["checkpoint"] and f"{paths['checkpoint']} (step {paths['checkpoint_step']})"
     places = [("job dir", paths["job_dir"]), ("checkpoint", checkpoint), ("HF export", paths["hf_export"]),
               ("curves", paths.get("learning_curve")), ("summary", Path(paths["job_dir"]) / SUMMARY_FILE)]  # fmt: skip

@@ -58,8 +58,8 @@ def collect(config: Config, metrics: Dict[str, float], wall_s: float, stage: Opt
     """The summary of a finished job as a JSON-ready dict (see the module docstring for the sources)."""
     curves = _curves(config)
     if curves is None:  # no event files: the final values only, no steps, no best
-        evals = {tag: {**dict.fromkeys(("final_step", "best", "best_step")), "final": float(value)}
-                 for tag, value in metrics.items() if is_eval_score(tag)}  # fmt: skip
+        unknown = dict.fromkeys(("start", "start_step", "final_step", "best", "best_step"))
+        evals = {tag: {**unknown, "final": float(value)} for tag, value in metrics.items() if is_eval_score(tag)}
         reward = {"mean": None, "final": metrics.get(REWARD), "steps": None}
         throughput = metrics.get(TOKENS_PER_S)
         curves, main = {}, main_metric(evals, [])
@@ -92,10 +92,13 @@ def collect(config: Config, metrics: Dict[str, float], wall_s: float, stage: Opt
 
 
 def score(points: List[tuple]) -> dict:
-    """Final and best value of a score curve, each with its step (the earliest step of a tied best)."""
+    """First, final and best value of a score curve, each with its step (the earliest step of a tied best):
+    the first is where the job started (an evaluation on startup), so final - start is what the job added."""
+    start_step, start = points[0]
     final_step, final = points[-1]
     best_step, best = max(points, key=lambda point: point[1])
-    return {"final": final, "final_step": final_step, "best": best, "best_step": best_step}
+    return {"start": start, "start_step": start_step, "final": final, "final_step": final_step, "best": best,
+            "best_step": best_step}  # fmt: skip
 
 
 def main_metric(evals: Dict[str, dict], rewards: List[tuple]) -> Optional[dict]:
