@@ -9,6 +9,7 @@ import pytest
 from tests.conftest import problems, validated
 
 DATASET = "buffer.trainer_input.experience_buffer.path=/data/set.jsonl"
+AUXILIARY = "+buffer.trainer_input.auxiliary_buffers={sft_dataset:{path:/tmp/x.jsonl}}"
 
 BAD = {
     # global
@@ -136,6 +137,10 @@ BAD = {
         "buffer.trainer_input.experience_buffer.replay_buffer.priority_fn_args.decy",
     ),
     "mix without expert dataset": (["algorithm=mix"], "buffer.trainer_input.auxiliary_buffers.sft_dataset"),
+    "mix batch of expert rows only": (
+        ["algorithm=mix", AUXILIARY, "+algorithm.sample_strategy_args.expert_data_ratio=1.0"],
+        "algorithm.sample_strategy_args.expert_data_ratio",
+    ),
     "auxiliary dataset without path": (
         ["algorithm=mix", "+buffer.trainer_input.auxiliary_buffers={sft_dataset:{split:train}}"],
         "buffer.trainer_input.auxiliary_buffers.sft_dataset.path",

@@ -29,6 +29,10 @@ SHORT = [
 ]  # fmt: skip
 
 
+# mix fills half of each train batch with expert rows: a batch of 32 takes one explore step's 16 rollouts
+OWN_BATCH = {AlgorithmType.mix: ["buffer.train_batch_size=32"]}
+
+
 @pytest.fixture(scope="module")
 def experiment_root(tmp_path_factory):
     """The checkpoint root every type's run shares (so the warm-up is trained once)."""
@@ -41,7 +45,8 @@ def losses(job_dir: str) -> list:
 
 @pytest.mark.parametrize("kind", list(AlgorithmType), ids=lambda kind: kind.value)
 def test_two_train_steps_from_the_default_experiment(ray_cluster, experiment_root, kind):
-    validated = validate(compose([f"checkpoint_root_dir={experiment_root}", *SHORT, f"algorithm={kind.value}"]))
+    overrides = [f"checkpoint_root_dir={experiment_root}", *SHORT, f"algorithm={kind.value}", *OWN_BATCH.get(kind, [])]
+    validated = validate(compose(overrides))
     run_experiment(validated)
     warmup, stage = validated.configs[0], validated.configs[-1]
     assert warmup.algorithm.algorithm_type == AlgorithmType.sft and completed_steps(warmup.checkpoint_job_dir) == [2]

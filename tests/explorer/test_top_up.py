@@ -5,9 +5,10 @@ import torch
 
 from tests.conftest import validated
 from trinity.buffer.experience import Experience
-from trinity.config.quota import Quota
+from trinity.config.quota import Quota, planned_train_steps
 from trinity.explorer.runner import RunResult, TaskFailure, step_metrics
 from trinity.explorer.top_up import StepTally, every_task_failed, still_short
+from trinity.orchestration import completion
 
 
 def experiences(task_id: str, rewards: list) -> list:
@@ -33,12 +34,25 @@ def test_a_step_owes_the_trainer_whole_batches():
     assert same.start(3, None) == 48 and same.start(3, 40) == 40
 
 
+EXPERT_ROWS = "+buffer.trainer_input.auxiliary_buffers={sft_dataset:{path:/tmp/x.jsonl}}"
+MIX = ("algorithm=mix", "buffer.batch_size=4", "algorithm.repeat_times=4", EXPERT_ROWS)
+
+
 def test_the_quota_of_a_config_counts_only_rollout_rows():
     config = validated("buffer.batch_size=4", "algorithm.repeat_times=4").configs[0]
     assert Quota.of(config) == Quota(16, 16)
-    mix = validated("algorithm=mix", "buffer.batch_size=4", "algorithm.repeat_times=4",
-                    "+buffer.trainer_input.auxiliary_buffers={sft_dataset:{path:/tmp/x.jsonl}}").configs[0]  # fmt: skip
+    mix = validated(*MIX).configs[0]
     assert Quota.of(mix) == Quota(16, 16 - 8)  # half of each mix batch comes from the expert dataset
+
+
+def test_the_trainer_plans_to_read_every_rollout_row():
+    """Issue 37: planned with the whole mix batch, the trainer stopped halfway through the explorer's rows."""
+    config = validated("buffer.batch_size=4", "algorithm.repeat_times=4", "buffer.total_steps=3").configs[0]
+    assert planned_train_steps(config, 3) == 3 == completion.planned_train_steps(config)
+    mix = validated(*MIX, "buffer.total_steps=3").configs[0]
+    assert planned_train_steps(mix, 3) == 3 * 16 // 8 == completion.planned_train_steps(mix)
+    odd = validated(*MIX, "buffer.train_batch_size=14").configs[0]  # 7 expert rows, 7 rollout rows
+    assert planned_train_steps(odd, 3) == 7  # 48 rows: 6 full batches and a short one
 
 
 def test_a_tally_sums_its_reads_and_names_filtered_groups():

@@ -130,6 +130,18 @@ def test_pull_returns_at_once_when_newer_no_wait_stopped_or_nothing_new(make_con
     assert counts(sync) == {"running": 1}
 
 
+def test_a_trainer_has_finished_once_it_reports_stopped_not_before_it_starts(make_config, join):
+    config = make_config("memory")
+    trainer, _ = join(config, "trainer", "explorer")
+    sync = handle(config)
+    assert ray.get(sync.get_trainer_status.remote()) == RunningStatus.STOPPED  # the status before any report
+    assert not ray.get(sync.trainer_finished.remote())
+    ray.get(trainer.call.remote("set_trainer_status", RunningStatus.RUNNING))
+    assert not ray.get(sync.trainer_finished.remote())
+    ray.get(trainer.call.remote("set_trainer_status", RunningStatus.STOPPED))
+    assert ray.get(sync.trainer_finished.remote())
+
+
 # ---- collective handshake ------------------------------------------------------------------------
 
 

@@ -3,7 +3,9 @@
 An explore step reads `batch_size` tasks and, with nothing dropped, writes E = batch_size x repeat_times
 experiences; a train step reads R rollout rows from the experience buffer (train_batch_size, less the
 expert rows of the mix strategy). The step counters, the sync schedule (sync_offset, sync_interval),
-the trainer's planned steps and the deadlock rule in validation all assume E per explore step.
+the trainer's planned steps and the deadlock rule in validation all assume E per explore step. The
+trainer plans to read all of them, R per step: ceil(explore steps x E / R) train steps, so a mix run
+takes more train steps than explore steps.
 
 Rollouts go missing legitimately (a task that fails after its retries, a group dropped by a std
 filter), so the explorer counts what it wrote instead of assuming it: after explore step n the
@@ -36,9 +38,12 @@ def rollout_rows_per_train_step(config: Config) -> int:
 
 
 def planned_train_steps(config: Config, explore_steps: int) -> int:
-    """Train steps the experiences of `explore_steps` full explore steps make (the last batch may be short)."""
-    experiences = explore_steps * config.buffer.batch_size * config.algorithm.repeat_times
-    return max(1, math.ceil(experiences / config.buffer.train_batch_size))
+    """Train steps that read every experience of `explore_steps` full explore steps, R at a time (the last
+    batch may be short). Counted in R, not train_batch_size: a trainer that planned with the whole batch
+    while its expert rows come from elsewhere would stop with experiences unread, and an explorer writing
+    to a full queue would wait for it forever."""
+    quota = Quota.of(config)
+    return max(1, math.ceil(explore_steps * quota.per_explore_step / quota.per_train_step))
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,9 @@ reads more tasks while dropped rollouts leave the trainer's batch short (top-up 
 `explorer.max_extra_explore_steps`, see trinity.explorer.top_up), writes the step's experiences, logs
 the step, evaluates every `explorer.eval_interval` steps and syncs weights when its sync style says so
 (reference §2.6: after `sync_offset` steps, every `sync_interval`). Progress (step, taskset cursor and
-experiences written, model version) goes to `<explorer name>_meta.json` after every step.
+experiences written, model version) goes to `<explorer name>_meta.json` after every step. Exploring ends
+with the taskset or `buffer.total_steps`, or once the trainer beside it has finished: a finished trainer
+reads no more rows, and is done, not frozen, so nothing waits for it.
 """
 
 import asyncio
@@ -43,6 +45,10 @@ from trinity.manager.weight_sync import nccl_handshake, pull_weights
 from trinity.monitor import Monitor
 
 logger = logging.getLogger(__name__)
+
+
+class TrainerFinished(Exception):
+    """The trainer finished while a step waited to write its rows: the step is dropped and exploring ends."""
 
 
 class Explorer:
@@ -168,8 +174,11 @@ class Explorer:
         return self.name
 
     async def explore_step(self) -> bool:
-        """One step, topped up until the trainer's batch is full; False when there are no tasks left."""
+        """One step, topped up until the trainer's batch is full; False when there are no tasks left or the
+        trainer has finished (it reads no more experiences)."""
         if self.config.buffer.total_steps is not None and self.step >= self.config.buffer.total_steps:
+            return False
+        if await self._trainer_finished():
             return False
         before = self.taskset.state_dict()
         try:
@@ -180,17 +189,19 @@ class Explorer:
         self.step += 1
         try:
             tally = await self._explore_until_due(tasks)
-        except BaseException:  # the step never happened: the saved progress stays before it, so a rerun explores it
-            self.step -= 1
-            self.taskset.load_state_dict(before)
+            rollout_s = time.perf_counter() - started
+            index = self.taskset.state_dict()["current_index"]
+            for exp in tally.kept:  # a queue resume restarts the taskset right after the newest step trained
+                exp.info["taskset_index"] = index
+            written = time.perf_counter()
+            if tally.kept:
+                await self._write(tally.kept)
+        except TrainerFinished:
+            self._undo_step(before)
+            return False
+        except BaseException:
+            self._undo_step(before)
             raise
-        rollout_s = time.perf_counter() - started
-        index = self.taskset.state_dict()["current_index"]
-        for exp in tally.kept:  # a queue resume restarts the taskset right after the newest step trained
-            exp.info["taskset_index"] = index
-        written = time.perf_counter()
-        if tally.kept:
-            await self._write(tally.kept)
         self.written += len(tally.kept)
         metrics = tally.metrics()
         metrics.update({
@@ -201,6 +212,20 @@ class Explorer:
         self.monitor.log(metrics, self.step)
         self.last_metrics.update(metrics)
         await self._save_state()
+        return True
+
+    def _undo_step(self, before: dict) -> None:
+        """The step never happened: the saved progress stays before it, so a rerun explores it again (rows it
+        wrote are past `experiences_written` and dropped then)."""
+        self.step -= 1
+        self.taskset.load_state_dict(before)
+
+    async def _trainer_finished(self) -> bool:
+        """Whether the trainer beside this explorer has finished: it reads no more experiences, so exploring
+        on would make rows nobody trains on, and waiting for room in a full queue would never end."""
+        if self.config.mode not in PAIRED_MODES or not await self.synchronizer.trainer_finished.remote():
+            return False
+        logger.info("The trainer has finished: explorer %r stops after explore step %d.", self.name, self.step)
         return True
 
     async def _explore_until_due(self, tasks: List[Any]) -> StepTally:
@@ -317,15 +342,19 @@ class Explorer:
             self.version = version
 
     async def _write(self, experiences: List[Experience]) -> None:
-        """Write a step's rows. A full queue blocks until the trainer reads a batch, and in trainer_driven nccl
-        style the trainer may be waiting in a broadcast for this explorer first: join it while blocked, or both
-        would wait until synchronizer.sync_timeout."""
+        """Write a step's rows. A full queue blocks until the trainer reads a batch. While blocked: in
+        trainer_driven nccl style the trainer may be waiting in a broadcast for this explorer first, so join
+        it, or both would wait until synchronizer.sync_timeout; and a trainer that has finished reads no more,
+        so give up (TrainerFinished; the queue wakes the pending write when this explorer releases it)."""
         sync = self.config.synchronizer
+        joins_broadcasts = sync.sync_style == SyncStyle.trainer_driven and sync.sync_method == SyncMethod.nccl
         write = asyncio.ensure_future(self.writer.write_async(experiences))
-        if sync.sync_style == SyncStyle.trainer_driven and sync.sync_method == SyncMethod.nccl:
-            while not (await asyncio.wait({write}, timeout=1.0))[0]:
-                if await self.synchronizer.trainer_requires_sync.remote():
-                    await self._receive_broadcast()
+        while not (await asyncio.wait({write}, timeout=1.0))[0]:
+            if await self._trainer_finished():
+                write.cancel()
+                raise TrainerFinished
+            if joins_broadcasts and await self.synchronizer.trainer_requires_sync.remote():
+                await self._receive_broadcast()
         await write
 
     async def _pull(self, wait: bool) -> None:

@@ -204,6 +204,11 @@ class Synchronizer(CollectiveRounds):
     def get_trainer_status(self) -> RunningStatus:
         return self.trainer_status
 
+    def trainer_finished(self) -> bool:
+        """The trainer has run and stopped (not merely not started yet): it reads and publishes nothing more, so
+        an explorer waiting on it would wait for a peer that is done, not frozen."""
+        return self._trainer_finished()
+
     def trainer_requires_sync(self) -> bool:
         return self.trainer_status in (RunningStatus.REQUIRE_SYNC, RunningStatus.WAITING_SYNC)
 

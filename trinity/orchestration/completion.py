@@ -20,10 +20,10 @@ run then starts and reports that file with its own clear error.
 
 import json
 import logging
-import math
 from pathlib import Path
 from typing import Optional
 
+from trinity.config.quota import planned_train_steps as planned_steps_of
 from trinity.config.root import Config, Mode
 from trinity.config.topology import TRAINER_MODES
 from trinity.config.trainer import ResumeMode
@@ -139,5 +139,4 @@ def planned_train_steps(config: Config) -> int:
         data = buffer.trainer_input.experience_buffer
         rows = len(load_local_dataset(data.path, data.split, data.subset_name, f"dataset '{data.name}'"))
         return max(1, rows * buffer.total_epochs // (buffer.train_batch_size // algorithm.rows_per_example))
-    experiences = planned_explore_steps(config) * buffer.batch_size * algorithm.repeat_times
-    return max(1, math.ceil(experiences / buffer.train_batch_size))
+    return planned_steps_of(config, planned_explore_steps(config))

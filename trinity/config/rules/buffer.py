@@ -34,7 +34,16 @@ def check_buffer(config: Config, report: Report) -> None:
                 f"exceeds the per-device batch ({buffer.train_batch_size_per_device})",
                 f"set it to at most {buffer.train_batch_size_per_device}",
             )
-    if config.mode in PAIRED_MODES and config.synchronizer.sync_style != "trainer_driven":
+    reads_rollouts = config.mode in TRAINER_MODES and not algo.trains_from_dataset and buffer.train_batch_size >= 1
+    if reads_rollouts and rollout_rows_per_train_step(config) < 1:  # a batch of no rows is reported by its own rule
+        report.problem(
+            "algorithm.sample_strategy_args.expert_data_ratio",
+            algo.sample_strategy_args.get("expert_data_ratio"),
+            f"leaves no rollout row in a train batch of {buffer.train_batch_size}: the trainer counts its steps in "
+            "rollout rows and would never train on the explorer's experiences",
+            "lower it until ceil(expert_data_ratio x train_batch_size) < train_batch_size",
+        )
+    elif config.mode in PAIRED_MODES and config.synchronizer.sync_style != "trainer_driven":
         _check_feeding(config, report)
     if buffer.train_batch_size % algo.rows_per_example:
         report.problem(
