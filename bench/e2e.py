@@ -43,11 +43,21 @@ def peak_rss_mb(pid: int) -> float:
 
 
 def run_once(offset: int, steps: int, extra: list, root: Path) -> dict:
-    config = validate(compose([
-        f"checkpoint_root_dir={root}", "stages=[]", f"name=offset{offset}", f"synchronizer.sync_offset={offset}",
-        f"buffer.total_steps={steps}", "explorer.eval_on_startup=false", f"explorer.eval_interval={10 * steps}",
-        "trainer.save_interval=0", *extra,
-    ])).configs[0]  # fmt: skip
+    config = validate(
+        compose(
+            [
+                f"checkpoint_root_dir={root}",
+                "stages=[]",
+                f"name=offset{offset}",
+                f"synchronizer.sync_offset={offset}",
+                f"buffer.total_steps={steps}",
+                "explorer.eval_on_startup=false",
+                f"explorer.eval_interval={10 * steps}",
+                "trainer.save_interval=0",
+                *extra,
+            ]
+        )
+    ).configs[0]
     connect(config)
     peaks: dict = {}
     stop = {"done": False}
@@ -84,8 +94,13 @@ def run_once(offset: int, steps: int, extra: list, root: Path) -> dict:
     step_s = statistics.median(b - a for a, b in zip(stamps, stamps[1:], strict=False))
     lengths = [v for _, v in scalars["trainer"]["batch/response_length_mean"]]
     tokens_per_step = statistics.median(lengths) * config.buffer.train_batch_size
-    return {"wall_s": wall, "step_s": step_s, "split_s": split, "peak_rss_mb": peaks,
-            "trained_response_tokens_per_s": tokens_per_step / step_s}  # fmt: skip
+    return {
+        "wall_s": wall,
+        "step_s": step_s,
+        "split_s": split,
+        "peak_rss_mb": peaks,
+        "trained_response_tokens_per_s": tokens_per_step / step_s,
+    }
 
 
 def main() -> None:
@@ -110,8 +125,11 @@ def main() -> None:
         print(f"peak RSS, sync_offset={offset}: {peaks}")
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({"steps": args.steps, "engine": args.engine, "overrides": args.overrides,
-                               "results": results}, indent=2))  # fmt: skip
+    out.write_text(
+        json.dumps(
+            {"steps": args.steps, "engine": args.engine, "overrides": args.overrides, "results": results}, indent=2
+        )
+    )
     print(f"wrote {out}")
 
 

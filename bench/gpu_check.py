@@ -20,13 +20,18 @@ import time
 from pathlib import Path
 
 SFT = [
-    "stages=[]", "mode=train", "algorithm=sft", "buffer.total_steps=4", "buffer.train_batch_size=16",
-    "trainer.save_interval=4", "buffer.trainer_input.experience_buffer.storage_type=file",
+    "stages=[]",
+    "mode=train",
+    "algorithm=sft",
+    "buffer.total_steps=4",
+    "buffer.train_batch_size=16",
+    "trainer.save_interval=4",
+    "buffer.trainer_input.experience_buffer.storage_type=file",
     "buffer.trainer_input.experience_buffer.path=${data.dir}/sft.jsonl",
     "buffer.trainer_input.experience_buffer.format.prompt_type=plaintext",
     "buffer.trainer_input.experience_buffer.format.prompt_key=question",
     "buffer.trainer_input.experience_buffer.format.response_key=answer",
-]  # fmt: skip
+]
 GRPO = ["stages=[]", "buffer.total_steps=4", "explorer.rollout_model.engine_type=vllm"]
 
 
@@ -36,17 +41,33 @@ def cases(cpu: bool) -> list:
     engine_dtype = f"explorer.rollout_model.dtype={dtype}"
     trinity = [sys.executable, "-m", "trinity"]
     return [
-        ("vllm generate vs hf vs raw", 1,
-         [sys.executable, "bench/generate_throughput.py", "--models", "tiny", "--repeats", "2",
-          "--out", "bench/results/gpu_check_generate.json"]),
-        (f"vllm explore ({dtype})", 1,
-         [*trinity, *GRPO, "mode=explore", engine_dtype, "buffer.total_steps=2"]),
+        (
+            "vllm generate vs hf vs raw",
+            1,
+            [
+                sys.executable,
+                "bench/generate_throughput.py",
+                "--models",
+                "tiny",
+                "--repeats",
+                "2",
+                "--out",
+                "bench/results/gpu_check_generate.json",
+            ],
+        ),
+        (f"vllm explore ({dtype})", 1, [*trinity, *GRPO, "mode=explore", engine_dtype, "buffer.total_steps=2"]),
         (f"fsdp2 sft ({dtype})", 1, [*trinity, *SFT, f"trainer.mixed_precision={dtype}"]),
-        (f"grpo vllm, memory sync ({dtype})", 2,
-         [*trinity, *GRPO, "synchronizer.sync_method=memory", engine_dtype, f"trainer.mixed_precision={dtype}"]),
-        (f"grpo vllm, nccl sync ({dtype})", 2,
-         [*trinity, *GRPO, "synchronizer.sync_method=nccl", engine_dtype, f"trainer.mixed_precision={dtype}"]),
-    ]  # fmt: skip
+        (
+            f"grpo vllm, memory sync ({dtype})",
+            2,
+            [*trinity, *GRPO, "synchronizer.sync_method=memory", engine_dtype, f"trainer.mixed_precision={dtype}"],
+        ),
+        (
+            f"grpo vllm, nccl sync ({dtype})",
+            2,
+            [*trinity, *GRPO, "synchronizer.sync_method=nccl", engine_dtype, f"trainer.mixed_precision={dtype}"],
+        ),
+    ]
 
 
 def devices(cpu: bool) -> int:

@@ -53,10 +53,15 @@ def main() -> None:
         spec = engine_specs(config)[0]
         rollout = {"max_tokens": args.tokens, "min_tokens": args.tokens}
         tasks = [
-            {"task_id": i, "question": f"{i}+{i}=", "answer": str(2 * i), "repeat_times": args.repeat,
-             "rollout_args": rollout}
+            {
+                "task_id": i,
+                "question": f"{i}+{i}=",
+                "answer": str(2 * i),
+                "repeat_times": args.repeat,
+                "rollout_args": rollout,
+            }
             for i in range(args.tasks)
-        ]  # fmt: skip
+        ]
         local = create_engine(spec)
         prompts = [local.encode(task["question"]) for task in tasks]
         params = SamplingParams(n=args.repeat, max_tokens=args.tokens, min_tokens=args.tokens)

@@ -55,9 +55,14 @@ from trinity.model.load import load_causal_lm
 
 MODELS = {
     "tiny": [],
-    "h512-l8": ["model.tiny.hidden_size=512", "model.tiny.intermediate_size=1536", "model.tiny.num_hidden_layers=8",
-                "model.tiny.num_attention_heads=8", "model.tiny.num_key_value_heads=4"],
-}  # fmt: skip
+    "h512-l8": [
+        "model.tiny.hidden_size=512",
+        "model.tiny.intermediate_size=1536",
+        "model.tiny.num_hidden_layers=8",
+        "model.tiny.num_attention_heads=8",
+        "model.tiny.num_key_value_heads=4",
+    ],
+}
 METHODS = ("memory", "checkpoint", "nccl")
 
 
@@ -269,9 +274,16 @@ def bench_method(method: str, overrides: list, scratch: str, args) -> dict:
         for actor in (explorer, trainer, engine, sync):
             ray.kill(actor)
     method_s, raw_s, floor_s = statistics.median(synced), statistics.median(raw), statistics.median(floor)
-    return {"method": method, "mb": round(size / 2**20, 1), "seconds": method_s, "raw_seconds": raw_s,
-            "floor_seconds": floor_s, "mb_per_s": size / 2**20 / method_s, "ratio": raw_s / method_s,
-            "floor_ratio": floor_s / method_s}  # fmt: skip
+    return {
+        "method": method,
+        "mb": round(size / 2**20, 1),
+        "seconds": method_s,
+        "raw_seconds": raw_s,
+        "floor_seconds": floor_s,
+        "mb_per_s": size / 2**20 / method_s,
+        "ratio": raw_s / method_s,
+        "floor_ratio": floor_s / method_s,
+    }
 
 
 def time_floor(method: str, trainer, engine, path: str) -> float:
@@ -309,15 +321,27 @@ def main(argv=None) -> dict:
         ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
         try:
             for model in args.models.split(","):
-                base = [f"checkpoint_root_dir={scratch}", f"model.tiny.cache_dir={scratch}/models", "stages=[]",
-                        "mode=both", "synchronizer.sync_timeout=600", "explorer.rollout_model.engine_type=vllm",
-                        *MODELS[model]]  # fmt: skip
+                base = [
+                    f"checkpoint_root_dir={scratch}",
+                    f"model.tiny.cache_dir={scratch}/models",
+                    "stages=[]",
+                    "mode=both",
+                    "synchronizer.sync_timeout=600",
+                    "explorer.rollout_model.engine_type=vllm",
+                    *MODELS[model],
+                ]
                 for method in args.methods.split(","):
                     rows.append({"model": model, **bench_method(method, base, scratch, args)})
         finally:
             ray.shutdown()
-    report = {"repeats": args.repeats, "warmup": args.warmup, "load": os.getloadavg()[0], "cpus": os.cpu_count(),
-              "device": "cpu", "rows": rows}  # fmt: skip
+    report = {
+        "repeats": args.repeats,
+        "warmup": args.warmup,
+        "load": os.getloadavg()[0],
+        "cpus": os.cpu_count(),
+        "device": "cpu",
+        "rows": rows,
+    }
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(report, indent=2) + "\n")
@@ -328,12 +352,16 @@ def main(argv=None) -> dict:
 
 def print_table(report: dict) -> None:
     print(f"weight sync into vLLM: median of {report['repeats']} interleaved rounds, load average {report['load']:.2f}")
-    print(f"{'model':>8} {'MB':>6} {'method':>10} {'seconds':>8} {'MB/s':>6} {'raw reload s':>12} {'raw/method':>10} "
-          f"{'floor s':>8} {'floor/method':>12}")  # fmt: skip
+    print(
+        f"{'model':>8} {'MB':>6} {'method':>10} {'seconds':>8} {'MB/s':>6} {'raw reload s':>12} {'raw/method':>10} "
+        f"{'floor s':>8} {'floor/method':>12}"
+    )
     for row in report["rows"]:
-        print(f"{row['model']:>8} {row['mb']:>6.1f} {row['method']:>10} {row['seconds']:>8.4f} {row['mb_per_s']:>6.0f} "
-              f"{row['raw_seconds']:>12.4f} {row['ratio']:>10.2f} {row['floor_seconds']:>8.4f} "
-              f"{row['floor_ratio']:>12.2f}")  # fmt: skip
+        print(
+            f"{row['model']:>8} {row['mb']:>6.1f} {row['method']:>10} {row['seconds']:>8.4f} {row['mb_per_s']:>6.0f} "
+            f"{row['raw_seconds']:>12.4f} {row['ratio']:>10.2f} {row['floor_seconds']:>8.4f} "
+            f"{row['floor_ratio']:>12.2f}"
+        )
 
 
 if __name__ == "__main__":

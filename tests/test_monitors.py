@@ -125,8 +125,9 @@ def test_mlflow_run_logs_every_step_into_a_local_store(ray_cluster, tmp_path):
     validated, config, metrics = run(tmp_path, "monitor.monitor_type=mlflow")
     job = Path(config.checkpoint_job_dir)
     store = job / "monitor" / "mlflow" / "trainer"
-    experiment, losses = mlflow_history(sqlite_uri(store / "mlflow.db"), config.project, f"{config.name}/trainer",
-                                        "actor.pg_loss")  # fmt: skip
+    experiment, losses = mlflow_history(
+        sqlite_uri(store / "mlflow.db"), config.project, f"{config.name}/trainer", "actor.pg_loss"
+    )
     assert [step for step, _ in losses] == [1, 2]
     assert losses[-1][1] == pytest.approx(metrics["actor/pg_loss"])
     assert experiment.artifact_location == (store / "artifacts").resolve().as_uri()  # not ./mlruns of the actor

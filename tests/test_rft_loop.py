@@ -15,12 +15,23 @@ from trinity.trainer.trainer import Trainer
 
 @pytest.mark.parametrize("method", ["memory", "checkpoint", "nccl"])
 def test_explore_train_sync_loop(ray_cluster, tmp_path, method):
-    config = validate(compose([
-        f"checkpoint_root_dir={tmp_path}", "stages=[]", f"synchronizer.sync_method={method}",
-        "synchronizer.sync_timeout=120", "buffer.total_steps=3", "buffer.batch_size=4", "algorithm.repeat_times=4",
-        "explorer.eval_interval=2", "explorer.runner_per_model=4", "trainer.save_interval=2",
-        "algorithm.optimizer.lr=1e-3",
-    ])).configs[0]  # fmt: skip
+    config = validate(
+        compose(
+            [
+                f"checkpoint_root_dir={tmp_path}",
+                "stages=[]",
+                f"synchronizer.sync_method={method}",
+                "synchronizer.sync_timeout=120",
+                "buffer.total_steps=3",
+                "buffer.batch_size=4",
+                "algorithm.repeat_times=4",
+                "explorer.eval_interval=2",
+                "explorer.runner_per_model=4",
+                "trainer.save_interval=2",
+                "algorithm.optimizer.lr=1e-3",
+            ]
+        )
+    ).configs[0]
     ensure_dataset(tmp_path / "data" / "arithmetic")
     namespace = config.ray_namespace
     state = create_state_actor(config)  # what the job runner does before it starts trainer and explorer

@@ -314,11 +314,19 @@ def test_an_unapplied_field_is_refused_unless_default(path, info):
 
 def test_unapplied_fields_are_marked_and_include_the_named_ones():
     paths = {path for path, _ in _unapplied_fields()}
-    named = {"trainer.use_remove_padding", "trainer.use_fused_kernels", "trainer.impl_backend",
-             "trainer.enable_preview", "trainer.default_hdfs_dir", "trainer.del_local_ckpt_after_load",
-             "trainer.actor.ulysses_sequence_parallel_size", "trainer.critic.ulysses_sequence_parallel_size",
-             "model.logprobs", "buffer.explorer_input.taskset.rollout_args.logprobs",
-             "explorer.rollout_model.name"}  # fmt: skip
+    named = {
+        "trainer.use_remove_padding",
+        "trainer.use_fused_kernels",
+        "trainer.impl_backend",
+        "trainer.enable_preview",
+        "trainer.default_hdfs_dir",
+        "trainer.del_local_ckpt_after_load",
+        "trainer.actor.ulysses_sequence_parallel_size",
+        "trainer.critic.ulysses_sequence_parallel_size",
+        "model.logprobs",
+        "buffer.explorer_input.taskset.rollout_args.logprobs",
+        "explorer.rollout_model.name",
+    }
     assert named <= paths, named - paths
     docs = (Path(__file__).parent.parent / "docs" / "config.md").read_text()
     for path in paths:

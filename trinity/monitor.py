@@ -30,9 +30,13 @@ class Monitor:
 
             args.setdefault("mode", "offline")
             self._run = wandb.init(
-                project=config.project, group=config.group or None, name=run_name, dir=str(self.directory),
-                reinit="create_new", **args,
-            )  # fmt: skip
+                project=config.project,
+                group=config.group or None,
+                name=run_name,
+                dir=str(self.directory),
+                reinit="create_new",
+                **args,
+            )
         else:
             import mlflow
 

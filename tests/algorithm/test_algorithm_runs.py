@@ -24,9 +24,12 @@ from trinity.orchestration.stages import run_experiment
 
 SHORT = [
     *(override for override in SMALL if override != "stages=[]"),
-    "stages.0.buffer.train_batch_size=8", "stages.0.buffer.total_steps=2", "stages.0.trainer.save_interval=2",
-    "buffer.total_steps=2", "trainer.save_interval=1",
-]  # fmt: skip
+    "stages.0.buffer.train_batch_size=8",
+    "stages.0.buffer.total_steps=2",
+    "stages.0.trainer.save_interval=2",
+    "buffer.total_steps=2",
+    "trainer.save_interval=1",
+]
 
 
 # mix fills half of each train batch with expert rows: a batch of 32 takes one explore step's 16 rollouts

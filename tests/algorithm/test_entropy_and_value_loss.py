@@ -69,9 +69,13 @@ def test_clipped_value_loss(mode, clip):
         clipped.append(crow)
     values = torch.tensor(VALUES, dtype=torch.float64, requires_grad=True)
     loss, metrics = value_loss(
-        values, torch.tensor(OLD, dtype=torch.float64), torch.tensor(RETURNS, dtype=torch.float64),
-        torch.tensor(VMASK) > 0, clip, mode,
-    )  # fmt: skip
+        values,
+        torch.tensor(OLD, dtype=torch.float64),
+        torch.tensor(RETURNS, dtype=torch.float64),
+        torch.tensor(VMASK) > 0,
+        clip,
+        mode,
+    )
     assert loss.item() == pytest.approx(formulas.agg(per_token, VMASK, mode), rel=1e-9)
     picked = formulas.tokens(clipped, VMASK)
     assert metrics["vf_clipfrac"] == pytest.approx(sum(picked) / len(picked)) and 0 < metrics["vf_clipfrac"] < 1

@@ -24,8 +24,10 @@ def test_each_function_is_implemented_and_takes_its_args(key, name):
 
 def test_the_validated_default_config_builds_and_runs_its_functions():
     algo = validated().configs[0].algorithm
-    built = {key: REGISTRIES[key].implementation(getattr(algo, key))(**getattr(algo, f"{key}_args")) for key in (
-        "advantage_fn", "policy_loss_fn", "kl_loss_fn", "kl_penalty_fn", "entropy_loss_fn")}  # fmt: skip
+    built = {
+        key: REGISTRIES[key].implementation(getattr(algo, key))(**getattr(algo, f"{key}_args"))
+        for key in ("advantage_fn", "policy_loss_fn", "kl_loss_fn", "kl_penalty_fn", "entropy_loss_fn")
+    }
     mask = torch.tensor([[True, True], [True, False]])
     batch = {"response_mask": mask, "group_ids": torch.tensor([0, 0]), "rewards": torch.tensor([1.0, 0.0])}
     advantages = built["advantage_fn"](batch)["advantages"]

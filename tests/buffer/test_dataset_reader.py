@@ -69,8 +69,15 @@ def test_sft_plaintext_and_json_text_chats(tmp_path, tokenizer):
     # plaintext without a system prompt is raw text, as a plaintext rollout sees it: no chat template
     assert first.prompt_length == token_count("hi") and decode(tokenizer, first.tokens) == "hi" + "hello<|im_end|>"
     assert first.response_length == token_count("hello<|im_end|>") and first.mask().all()
-    with_system = dataset(tmp_path, rows, name="s.jsonl", prompt_type=PromptType.plaintext, prompt_key="q",
-                          response_key="a", system_prompt="Be brief.")  # fmt: skip
+    with_system = dataset(
+        tmp_path,
+        rows,
+        name="s.jsonl",
+        prompt_type=PromptType.plaintext,
+        prompt_key="q",
+        response_key="a",
+        system_prompt="Be brief.",
+    )
     chat, _ = make_dataset_reader(with_system, DataSchema.sft, tokenizer, batch_size=2).read()
     assert chat.prompt_length == token_count(turn("system", "Be brief.") + turn("user", "hi") + GEN)
     assert (first.task_id, second.task_id, second.batch_id) == ("0", "1", "0")
@@ -150,8 +157,12 @@ def test_bad_rows_and_settings_are_clear_errors(tmp_path, tokenizer):
     with pytest.raises(ValueError, match="a tokenizer is needed"):
         make_dataset_reader(cfg, DataSchema.sft, None, batch_size=1)
     plain = char_tokenizer(chat_template=None)
-    chats = dataset(tmp_path, [{"messages": [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}]}],
-                    name="c.jsonl", prompt_type=PromptType.messages)  # fmt: skip
+    chats = dataset(
+        tmp_path,
+        [{"messages": [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}]}],
+        name="c.jsonl",
+        prompt_type=PromptType.messages,
+    )
     with pytest.raises(ValueError, match="no chat template"):
         make_dataset_reader(chats, DataSchema.sft, plain, batch_size=1).read()
 

@@ -101,8 +101,7 @@ def test_capacity_and_read_timeouts_are_the_queues(loop):
 
 
 def test_replay_serves_the_stored_record_again_with_its_own_use_count(loop):
-    buffer = hosted(loop, "hosted-replay", capacity=4, priority_fn="linear_decay", reuse_cooldown_time=0.0,
-                    enable=True)  # fmt: skip
+    buffer = hosted(loop, "hosted-replay", capacity=4, priority_fn="linear_decay", reuse_cooldown_time=0.0, enable=True)
     writer, reader = make_writer(buffer), make_reader(buffer, batch_size=1)
     writer.acquire()
     writer.write([exp(5)])

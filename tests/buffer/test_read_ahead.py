@@ -13,24 +13,43 @@ from trinity.config import compose, validate
 from trinity.explorer.explorer import _read_ahead
 
 ROWS = [
-    {"question": f"{i}+1=?", "answer": str(i + 1), "level": i % 3, "score": i / 4, "tags": ["add"] * (i % 2),
-     "meta": {"source": "gen", "hard": i > 6}, "note": None if i % 3 else "first"}
+    {
+        "question": f"{i}+1=?",
+        "answer": str(i + 1),
+        "level": i % 3,
+        "score": i / 4,
+        "tags": ["add"] * (i % 2),
+        "meta": {"source": "gen", "hard": i > 6},
+        "note": None if i % 3 else "first",
+    }
     for i in range(9)
-]  # fmt: skip
+]
 
 
 def config_for(tmp_path, path, *overrides):
     return validate(
-        compose([f"checkpoint_root_dir={tmp_path}", "stages=[]", f"buffer.explorer_input.taskset.path={path}",
-                 "buffer.batch_size=4", "buffer.total_steps=5", *overrides])
-    ).configs[0]  # fmt: skip
+        compose(
+            [
+                f"checkpoint_root_dir={tmp_path}",
+                "stages=[]",
+                f"buffer.explorer_input.taskset.path={path}",
+                "buffer.batch_size=4",
+                "buffer.total_steps=5",
+                *overrides,
+            ]
+        )
+    ).configs[0]
 
 
 def test_a_table_read_ahead_serves_the_tasks_the_reader_reads_itself(tmp_path):
     path = tmp_path / "tasks.jsonl"
     path.write_text("".join(json.dumps(row) + "\n" for row in ROWS))
-    config = config_for(tmp_path, path, "buffer.explorer_input.taskset.format.prompt_key=question",
-                        "buffer.explorer_input.taskset.format.response_key=answer")  # fmt: skip
+    config = config_for(
+        tmp_path,
+        path,
+        "buffer.explorer_input.taskset.format.prompt_key=question",
+        "buffer.explorer_input.taskset.format.response_key=answer",
+    )
     table = read_train_table(config)
     assert table is not None and table.num_rows == len(ROWS)
     ahead, own = train_taskset_reader(config, table=table), train_taskset_reader(config)

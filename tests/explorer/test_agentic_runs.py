@@ -11,10 +11,12 @@ from trinity.monitor import read_scalars
 from trinity.orchestration.job import run_job
 
 AGENTIC = [
-    "explorer.rollout_model.enable_openai_api=true", "explorer.rollout_model.enable_history=true",
+    "explorer.rollout_model.enable_openai_api=true",
+    "explorer.rollout_model.enable_history=true",
     "buffer.explorer_input.default_workflow_type=tests.explorer.agentic.ConcurrentChatWorkflow",
-    "buffer.trainer_input.experience_buffer.storage_type=file", "buffer.total_steps=2",
-]  # fmt: skip
+    "buffer.trainer_input.experience_buffer.storage_type=file",
+    "buffer.total_steps=2",
+]
 
 
 def rows(config) -> list:
@@ -43,8 +45,11 @@ def test_explore_mode_writes_one_concatenated_experience_per_conversation(ray_cl
 
 
 def test_both_mode_trains_per_turn_experiences_with_multi_step_grpo(ray_cluster, tmp_path):
-    per_turn = ["algorithm=multi_step_grpo", "algorithm.repeat_times=4",
-                "+buffer.explorer_input.taskset.workflow_args={form: per_turn, discount: 0.5}"]  # fmt: skip
+    per_turn = [
+        "algorithm=multi_step_grpo",
+        "algorithm.repeat_times=4",
+        "+buffer.explorer_input.taskset.workflow_args={form: per_turn, discount: 0.5}",
+    ]
     config = small_config(tmp_path, *AGENTIC, *per_turn)  # 16 rows per train step: half an explore step
     metrics = run_job(config)
     assert metrics["trainer/step"] == 2

@@ -41,9 +41,17 @@ def test_runner_gives_workflows_the_judge_engines(tmp_path, ray_cluster, engine_
     judge = create_engines(config, model_index=1, ready_timeout=300)
     try:
         runner = TaskRunner.from_config(config, rollout, [judge])
-        tasks = [{"task_id": f"t{i}", "question": f"{i}+1=", "answer": str(i + 1), "repeat_times": 2,
-                  "workflow": "tests.explorer.plugins.JudgedWorkflow", "rollout_args": {"max_tokens": 4}}
-                 for i in range(3)]  # fmt: skip
+        tasks = [
+            {
+                "task_id": f"t{i}",
+                "question": f"{i}+1=",
+                "answer": str(i + 1),
+                "repeat_times": 2,
+                "workflow": "tests.explorer.plugins.JudgedWorkflow",
+                "rollout_args": {"max_tokens": 4},
+            }
+            for i in range(3)
+        ]
         result = runner.run(tasks, batch_id="1")
         assert result.failures == [] and len(result.experiences) == 6
         assert 0 < result.metrics["judge_tokens/mean"] <= 2
@@ -54,10 +62,15 @@ def test_runner_gives_workflows_the_judge_engines(tmp_path, ray_cluster, engine_
 
 def test_explore_job_serves_the_judge(tmp_path, ray_cluster):
     small = [
-        "buffer.total_steps=2", "buffer.batch_size=2", "algorithm.repeat_times=2", "explorer.eval_on_startup=false",
-        "synchronizer.sync_interval=10", "data.arithmetic.train_size=16", "data.arithmetic.test_size=4",
+        "buffer.total_steps=2",
+        "buffer.batch_size=2",
+        "algorithm.repeat_times=2",
+        "explorer.eval_on_startup=false",
+        "synchronizer.sync_interval=10",
+        "data.arithmetic.train_size=16",
+        "data.arithmetic.test_size=4",
         "data.arithmetic.sft_size=4",
-    ]  # fmt: skip
+    ]
     config = with_judge(tmp_path, "mode=explore", JUDGED, *small)
     metrics = run_job(config)
     assert metrics["explorer/step"] == 2

@@ -18,11 +18,20 @@ from trinity.monitor import read_scalars
 from trinity.orchestration.stages import hf_export, run_experiment
 
 SHRUNK = [
-    "data.calculator.train_size=64", "data.calculator.test_size=8", "data.calculator.sft_size=512",
-    "stages.0.buffer.total_steps=100", "stages.0.trainer.save_interval=100", "stages.0.buffer.train_batch_size=32",
-    "buffer.batch_size=2", "algorithm.repeat_times=4", "buffer.total_steps=2", "trainer.save_interval=2",
-    "explorer.runner_per_model=2", "explorer.eval_interval=2", "explorer.eval_on_startup=false",
-]  # fmt: skip
+    "data.calculator.train_size=64",
+    "data.calculator.test_size=8",
+    "data.calculator.sft_size=512",
+    "stages.0.buffer.total_steps=100",
+    "stages.0.trainer.save_interval=100",
+    "stages.0.buffer.train_batch_size=32",
+    "buffer.batch_size=2",
+    "algorithm.repeat_times=4",
+    "buffer.total_steps=2",
+    "trainer.save_interval=2",
+    "explorer.runner_per_model=2",
+    "explorer.eval_interval=2",
+    "explorer.eval_on_startup=false",
+]
 
 
 def test_the_calculator_takes_integer_arithmetic_only():
@@ -34,8 +43,9 @@ def test_the_calculator_takes_integer_arithmetic_only():
 
 @pytest.fixture(scope="module")
 def preset(ray_cluster, tmp_path_factory):
-    validated = validate(compose(["experiment=calculator", f"checkpoint_root_dir={tmp_path_factory.mktemp('calc')}",
-                                  *SHRUNK]))  # fmt: skip
+    validated = validate(
+        compose(["experiment=calculator", f"checkpoint_root_dir={tmp_path_factory.mktemp('calc')}", *SHRUNK])
+    )
     run_experiment(validated)
     return validated.configs
 

@@ -54,11 +54,15 @@ def test_sampling_is_seeded(spec, engine):
 
 def test_update_weights_makes_outputs_follow_the_new_weights(spec, tmp_path):
     engine = create_engine(spec)
-    other_dir = ensure_tiny_model(dataclasses.replace(spec.built, model_path="", tiny=dataclasses.replace(
-        spec.built.tiny, seed=1, cache_dir=str(tmp_path))))  # fmt: skip
+    other_dir = ensure_tiny_model(
+        dataclasses.replace(
+            spec.built, model_path="", tiny=dataclasses.replace(spec.built.tiny, seed=1, cache_dir=str(tmp_path))
+        )
+    )
     new = load_file(other_dir / "model.safetensors")
-    reference = create_engine(dataclasses.replace(spec, built=None, model=dataclasses.replace(
-        spec.model, model_path=str(other_dir))))  # fmt: skip
+    reference = create_engine(
+        dataclasses.replace(spec, built=None, model=dataclasses.replace(spec.model, model_path=str(other_dir)))
+    )
     prompt = [engine.encode("12+34=")]
     greedy = SamplingParams(temperature=0, max_tokens=16)
     before = engine.generate(prompt, greedy)[0][0]
@@ -204,8 +208,9 @@ def test_a_model_without_a_pad_token_pads_with_its_eos(spec, tmp_path):
             for key in ("pad_token", "pad_token_id"):
                 settings.pop(key, None)
             (directory / name).write_text(json.dumps(settings))
-    engine = create_engine(dataclasses.replace(spec, built=None, model=dataclasses.replace(
-        spec.model, model_path=str(directory))))  # fmt: skip
+    engine = create_engine(
+        dataclasses.replace(spec, built=None, model=dataclasses.replace(spec.model, model_path=str(directory)))
+    )
     assert engine.codec.pad_token_id == engine.codec.tokenizer.eos_token_id is not None
     prompts = [engine.encode("7*8="), engine.encode("100-42=")]
     for group in engine.generate(prompts, SamplingParams(n=2, temperature=1.0, max_tokens=12)):

@@ -42,8 +42,16 @@ def stats(served):
 
 def test_a_wave_of_tasks_is_one_batch_of_the_in_process_engine(spec, served):
     assert in_process_engine("elsewhere") is None, "only a served engine has an in-process link"
-    tasks = [{"task_id": f"t{i}", "question": f"{i}+{i}=", "answer": str(2 * i), "repeat_times": 4,
-              "rollout_args": {"max_tokens": 6}} for i in range(4)]  # fmt: skip
+    tasks = [
+        {
+            "task_id": f"t{i}",
+            "question": f"{i}+{i}=",
+            "answer": str(2 * i),
+            "repeat_times": 4,
+            "rollout_args": {"max_tokens": 6},
+        }
+        for i in range(4)
+    ]
     before = stats(served)
     result = TaskRunner([in_process_engine("device")], spec, runner_per_model=4, gather_s=30.0).run(tasks, "3")
     assert result.failures == [] and len(result.experiences) == 16

@@ -31,8 +31,10 @@ class ChatWorkflow(Workflow):
         messages = [{"role": "user", "content": self.task.question}]
         for _ in range(2):
             reply = client.chat.completions.create(model=client.model_path, messages=messages, max_tokens=4)
-            messages += [{"role": "assistant", "content": reply.choices[0].message.content},
-                         {"role": "user", "content": "again"}]  # fmt: skip
+            messages += [
+                {"role": "assistant", "content": reply.choices[0].message.content},
+                {"role": "user", "content": "again"},
+            ]
         experiences = self.engine.extract_experience_from_history()
         reward, metrics = self.score(messages[-2]["content"])
         for exp in experiences:
@@ -109,9 +111,13 @@ def test_completions_take_text_or_token_ids_and_the_async_client_records_too(ser
 
 @pytest.mark.parametrize(
     "request_args, refused",
-    [({"stop": ["\n"]}, "stop"), ({"seed": 3}, "seed"), ({"model": "other"}, "not served here"),
-     ({"extra_body": {"top_k": 0}}, "top_k")],
-)  # fmt: skip
+    [
+        ({"stop": ["\n"]}, "stop"),
+        ({"seed": 3}, "seed"),
+        ({"model": "other"}, "not served here"),
+        ({"extra_body": {"top_k": 0}}, "top_k"),
+    ],
+)
 def test_what_the_engines_cannot_honour_is_refused_by_name(served, request_args, refused):
     config, engines, _ = served
     client = proxy(config, engines).get_openai_client()
@@ -123,8 +129,16 @@ def test_what_the_engines_cannot_honour_is_refused_by_name(served, request_args,
 def test_a_workflow_talks_through_the_client_and_its_turns_become_experiences(served):
     config, engines, _ = served
     runner = TaskRunner(engines, engine_specs(config)[0], runner_per_model=2, max_timeout=60.0)
-    tasks = [{"task_id": f"t{i}", "question": f"{i}+1=", "answer": str(i + 1), "repeat_times": 1,
-              "workflow": "tests.explorer.test_openai_api.ChatWorkflow"} for i in range(3)]  # fmt: skip
+    tasks = [
+        {
+            "task_id": f"t{i}",
+            "question": f"{i}+1=",
+            "answer": str(i + 1),
+            "repeat_times": 1,
+            "workflow": "tests.explorer.test_openai_api.ChatWorkflow",
+        }
+        for i in range(3)
+    ]
     result = runner.run(tasks, batch_id="1")
     assert result.failures == [] and len(result.experiences) == 6
     assert sorted(exp.step for exp in result.experiences) == [0, 0, 0, 1, 1, 1]
@@ -137,8 +151,10 @@ def _two_turns(client, content=None):
     replaces the first answer as the client sends it back (a re-rendered turn)."""
     messages, greedy = list(MESSAGES), {"max_tokens": 5, "logprobs": True, "temperature": 0}
     first = client.chat.completions.create(model=client.model_path, messages=messages, **greedy)
-    messages += [{"role": "assistant", "content": content or first.choices[0].message.content},
-                 {"role": "user", "content": "and 5 more?"}]  # fmt: skip
+    messages += [
+        {"role": "assistant", "content": content or first.choices[0].message.content},
+        {"role": "user", "content": "and 5 more?"},
+    ]
     second = client.chat.completions.create(model=client.model_path, messages=messages, **greedy)
     return first, second, messages
 
@@ -167,8 +183,10 @@ def test_concurrent_conversations_are_told_apart_and_per_turn_rewards_are_discou
     async def talk(client, question):
         messages = [{"role": "user", "content": question}]
         reply = await client.chat.completions.create(model=client.model_path, messages=messages, max_tokens=3)
-        messages += [{"role": "assistant", "content": reply.choices[0].message.content},
-                     {"role": "user", "content": "sure?"}]  # fmt: skip
+        messages += [
+            {"role": "assistant", "content": reply.choices[0].message.content},
+            {"role": "user", "content": "sure?"},
+        ]
         await client.chat.completions.create(model=client.model_path, messages=messages, max_tokens=3)
         return messages[0]["content"]
 
@@ -181,8 +199,9 @@ def test_concurrent_conversations_are_told_apart_and_per_turn_rewards_are_discou
     dialogues = conversations(engine.extract_experience_from_history())
     assert len(dialogues) == 4 and all(len(turns) == 2 for turns in dialogues)
     asked = sorted(engine.decode(turns[0].tokens[: turns[0].prompt_length].tolist()) for turns in dialogues)
-    assert asked == sorted(engine.decode(engine.encode(engine.chat_prompt([{"role": "user", "content": q}])))
-                           for q in questions)  # fmt: skip
+    assert asked == sorted(
+        engine.decode(engine.encode(engine.chat_prompt([{"role": "user", "content": q}]))) for q in questions
+    )
     steps = per_turn(dialogues[0], reward=1.0, run_id=2, discount=0.5)
     assert [(e.step, e.run_id, e.reward) for e in steps] == [(0, 2, 0.5), (1, 2, 1.0)]
     assert [e.tokens.tolist() for e in steps] == [t.tokens.tolist() for t in dialogues[0]]
@@ -218,16 +237,28 @@ def test_the_vllm_engine_serves_the_same_api(served, tmp_path):
         reply = client.chat.completions.create(model=client.model_path, messages=MESSAGES, max_tokens=5, n=2)
         [first, second] = engine.extract_experience_from_history()
         assert [c.model_extra["token_ids"] for c in reply.choices] == [
-            first.tokens[first.prompt_length :].tolist(), second.tokens[second.prompt_length :].tolist()
-        ]  # fmt: skip
+            first.tokens[first.prompt_length :].tolist(),
+            second.tokens[second.prompt_length :].tolist(),
+        ]
     finally:
         for handle in engines:
             ray.kill(handle)
 
 
-TOOLS = [{"type": "function", "function": {"name": "calculator", "description": "Evaluates arithmetic.",
-          "parameters": {"type": "object", "properties": {"expression": {"type": "string"}},
-                         "required": ["expression"]}}}]  # fmt: skip
+TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "calculator",
+            "description": "Evaluates arithmetic.",
+            "parameters": {
+                "type": "object",
+                "properties": {"expression": {"type": "string"}},
+                "required": ["expression"],
+            },
+        },
+    }
+]
 
 
 def test_tools_without_a_parser_are_refused_by_name(served):
@@ -241,9 +272,12 @@ def test_tools_without_a_parser_are_refused_by_name(served):
 def test_vllm_parsers_split_reasoning_and_tool_calls(tmp_path):
     from trinity.explorer.openai_parsing import ChatParsers
 
-    overrides = [*API, "explorer.rollout_model.enable_auto_tool_choice=true",
-                 "explorer.rollout_model.tool_call_parser=hermes",
-                 "explorer.rollout_model.reasoning_parser=qwen3"]  # fmt: skip
+    overrides = [
+        *API,
+        "explorer.rollout_model.enable_auto_tool_choice=true",
+        "explorer.rollout_model.tool_call_parser=hermes",
+        "explorer.rollout_model.reasoning_parser=qwen3",
+    ]
     spec = engine_specs(validated(f"checkpoint_root_dir={tmp_path}", *overrides).configs[0])[0]
     parsers = ChatParsers(load_tokenizer(spec.weights_path()), spec.model)
     body = {"messages": MESSAGES, "tools": TOOLS}
@@ -264,18 +298,18 @@ def test_vllm_parsers_split_reasoning_and_tool_calls(tmp_path):
 
 @pytest.mark.parametrize(
     "overrides, key",
-    [(["explorer.rollout_model.tool_call_parser=hermes"], "tool_call_parser"),
-     ([*API, "explorer.rollout_model.enable_auto_tool_choice=true"], "enable_auto_tool_choice")],
-)  # fmt: skip
+    [
+        (["explorer.rollout_model.tool_call_parser=hermes"], "tool_call_parser"),
+        ([*API, "explorer.rollout_model.enable_auto_tool_choice=true"], "enable_auto_tool_choice"),
+    ],
+)
 def test_parser_keys_need_the_api_and_auto_tool_choice_needs_a_parser(tmp_path, overrides, key):
     with pytest.raises(ConfigError, match=key):
         validated(f"checkpoint_root_dir={tmp_path}", *overrides)
 
 
 @needs_vllm
-@pytest.mark.parametrize(
-    "key, known", [("tool_call_parser", "hermes"), ("reasoning_parser", "qwen3")]
-)  # fmt: skip
+@pytest.mark.parametrize("key, known", [("tool_call_parser", "hermes"), ("reasoning_parser", "qwen3")])
 def test_an_unknown_parser_is_a_validation_error_listing_the_known_ones(tmp_path, key, known):
     with pytest.raises(ConfigError) as info:
         validated(f"checkpoint_root_dir={tmp_path}", *API, f"explorer.rollout_model.{key}=nope")

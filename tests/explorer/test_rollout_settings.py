@@ -19,10 +19,14 @@ def workflow_params(root, *overrides: str) -> SamplingParams:
     """What a train task's workflow samples with on a real engine, for a config validated with `overrides`."""
     config = validated(f"model.tiny.cache_dir={root}", *overrides).configs[0]
     task = RolloutTask(
-        task_id="t", question="1+1=", answer="2", workflow="math_workflow", reward_fn="math_reward",
+        task_id="t",
+        question="1+1=",
+        answer="2",
+        workflow="math_workflow",
+        reward_fn="math_reward",
         repeat_times=config.algorithm.repeat_times,
         rollout_args=dataclasses.asdict(config.buffer.explorer_input.taskset.rollout_args),
-    )  # fmt: skip
+    )
     return Workflow(task, create_engine(engine_specs(config)[0]), reward_fn=None).sampling_params()
 
 
@@ -37,13 +41,21 @@ def models_dir(tmp_path_factory):
         (["model.temperature=0.3"], {"temperature": 0.3}),
         (["model.temperature=0.3", "explorer.rollout_model.temperature=0.5"], {"temperature": 0.5}),
         ([f"{TS}.temperature=0.7", "explorer.rollout_model.temperature=0.5"], {"temperature": 0.7}),
-        (["explorer.rollout_model.top_p=0.5", "explorer.rollout_model.top_k=5",
-          "explorer.rollout_model.max_response_tokens=4"], {"top_p": 0.5, "top_k": 5, "max_tokens": 4}),
-        (["model.top_p=0.6", "model.top_k=3", "model.max_response_tokens=5"],
-         {"top_p": 0.6, "top_k": 3, "max_tokens": 5}),
+        (
+            [
+                "explorer.rollout_model.top_p=0.5",
+                "explorer.rollout_model.top_k=5",
+                "explorer.rollout_model.max_response_tokens=4",
+            ],
+            {"top_p": 0.5, "top_k": 5, "max_tokens": 4},
+        ),
+        (
+            ["model.top_p=0.6", "model.top_k=3", "model.max_response_tokens=5"],
+            {"top_p": 0.6, "top_k": 3, "max_tokens": 5},
+        ),
         ([f"{TS}.top_k=2", "explorer.rollout_model.top_k=5", f"{TS}.max_tokens=3"], {"top_k": 2, "max_tokens": 3}),
     ],
-)  # fmt: skip
+)
 def test_taskset_then_rollout_model_then_model(models_dir, overrides, expected):
     params = workflow_params(models_dir, *overrides)
     assert {key: getattr(params, key) for key in expected} == expected

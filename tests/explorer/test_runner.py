@@ -31,10 +31,16 @@ def engines(config):
 
 def tasks(count, **fields):
     return [
-        {"task_id": f"t{i}", "question": f"{i}+{i}=", "answer": str(2 * i), "repeat_times": 4,
-         "rollout_args": {"max_tokens": 6}, **fields}
+        {
+            "task_id": f"t{i}",
+            "question": f"{i}+{i}=",
+            "answer": str(2 * i),
+            "repeat_times": 4,
+            "rollout_args": {"max_tokens": 6},
+            **fields,
+        }
         for i in range(count)
-    ]  # fmt: skip
+    ]
 
 
 def runner(config, engines, spec, **options):
@@ -128,8 +134,10 @@ def test_concurrent_requests_are_merged_and_keep_their_own_limits(spec, engines,
     before = ray.get(engines[0].stats.remote(), timeout=60)
     blocker = engines[0].generate.remote([prompt], SamplingParams(n=8, max_tokens=60, min_tokens=60), 60)
     # equal settings but max_tokens: requests arriving while the engine is busy share one batch
-    refs = {tokens: engines[0].generate.remote([prompt], SamplingParams(n=2, max_tokens=tokens, min_tokens=13), 60)
-            for tokens in (3, 5, 8, 13)}  # fmt: skip
+    refs = {
+        tokens: engines[0].generate.remote([prompt], SamplingParams(n=2, max_tokens=tokens, min_tokens=13), 60)
+        for tokens in (3, 5, 8, 13)
+    }
     for tokens, ref in refs.items():
         (group,) = ray.get(ref, timeout=60)
         assert [len(sample.response_ids) for sample in group] == [tokens, tokens]
@@ -194,8 +202,11 @@ def test_workflow_threads_share_one_proxy_safely(spec, engines, codec):
 
 
 def test_weights_pushed_to_the_actor_change_its_outputs(spec, engines, codec, tmp_path):
-    other = ensure_tiny_model(dataclasses.replace(spec.built, model_path="", tiny=dataclasses.replace(
-        spec.built.tiny, seed=2, cache_dir=str(tmp_path))))  # fmt: skip
+    other = ensure_tiny_model(
+        dataclasses.replace(
+            spec.built, model_path="", tiny=dataclasses.replace(spec.built.tiny, seed=2, cache_dir=str(tmp_path))
+        )
+    )
     proxy = RemoteEngine(engines[0], spec, codec, deadline=time.monotonic() + 120)
     prompt = [proxy.encode("8*8=")]
     greedy = SamplingParams(temperature=0, max_tokens=10)

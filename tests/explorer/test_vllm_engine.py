@@ -457,8 +457,15 @@ def test_stop_tokens_end_responses_and_min_tokens_delays_them(swap_engine, engin
 def test_tensor_parallel_engine_with_every_vllm_key_set(vspec, engine, other_weights, other_hf):
     """tensor_parallel_size=2 on CPU (two vLLM worker processes, one core each), prefix caching, chunked
     prefill, seed, max_model_len and the KV-cache size reach vLLM; sampling and weight swaps still hold."""
-    spec = with_model(vspec, tensor_parallel_size=2, enable_prefix_caching=True, enable_chunked_prefill=True,
-                      seed=7, max_model_len=96, gpu_memory_utilization=1.0)  # fmt: skip
+    spec = with_model(
+        vspec,
+        tensor_parallel_size=2,
+        enable_prefix_caching=True,
+        enable_chunked_prefill=True,
+        seed=7,
+        max_model_len=96,
+        gpu_memory_utilization=1.0,
+    )
     tp = create_engine(spec)
     config = tp.llm.llm_engine.vllm_config
     assert (
@@ -516,9 +523,13 @@ def test_engine_actors_serve_workflows_and_load_published_weights(ray_cluster, c
 
     root = config.checkpoint_root_dir
     vllm_config = validated(
-        f"checkpoint_root_dir={root}", f"model.tiny.cache_dir={config.model.tiny.cache_dir}", "explorer=vllm",
-        "mode=explore", "explorer.rollout_model.engine_num=2", "explorer.rollout_model.dtype=float32",
-    ).configs[0]  # fmt: skip
+        f"checkpoint_root_dir={root}",
+        f"model.tiny.cache_dir={config.model.tiny.cache_dir}",
+        "explorer=vllm",
+        "mode=explore",
+        "explorer.rollout_model.engine_num=2",
+        "explorer.rollout_model.dtype=float32",
+    ).configs[0]
     engines = create_engines(vllm_config, ready_timeout=300)
     assert len(engines) == 2
     pids = ray.get([handle.__ray_call__.remote(lambda actor: os.getpid()) for handle in engines])
@@ -537,8 +548,16 @@ def test_engine_actors_serve_workflows_and_load_published_weights(ray_cluster, c
         assert {s.model_version for s in served} == {7}
         assert_greedy_agree(served, expected, other_hf.model)
 
-    tasks = [{"task_id": f"t{i}", "question": f"{i}+{i}=", "answer": str(2 * i), "repeat_times": 4,
-              "rollout_args": {"max_tokens": 6}} for i in range(4)]  # fmt: skip
+    tasks = [
+        {
+            "task_id": f"t{i}",
+            "question": f"{i}+{i}=",
+            "answer": str(2 * i),
+            "repeat_times": 4,
+            "rollout_args": {"max_tokens": 6},
+        }
+        for i in range(4)
+    ]
     result = TaskRunner.from_config(vllm_config, engines).run(tasks, batch_id="1")
     assert result.failures == [] and len(result.experiences) == 16
     assert {exp.model_version for exp in result.experiences} == {7}
@@ -547,8 +566,9 @@ def test_engine_actors_serve_workflows_and_load_published_weights(ray_cluster, c
     temperature = vllm_config.explorer.rollout_model.temperature
     response_len = batch["response_mask"].shape[1]
     with torch.no_grad():
-        logits = other_hf.model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"],
-                                position_ids=batch["position_ids"]).logits  # fmt: skip
+        logits = other_hf.model(
+            input_ids=batch["input_ids"], attention_mask=batch["attention_mask"], position_ids=batch["position_ids"]
+        ).logits
     logits = at_response_positions(logits, response_len).float() / temperature
     recomputed, _ = token_logprobs(logits, batch["input_ids"][:, -response_len:], with_entropy=False)
     mask = batch["response_mask"]

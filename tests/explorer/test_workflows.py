@@ -147,8 +147,15 @@ def test_tasks_from_dicts_validate_their_keys():
 def test_taskset_records_become_rollout_tasks(config, engine):
     """The taskset reader's Task (trinity.buffer.task) runs as it is read."""
     args = replace(config.buffer.explorer_input.taskset.rollout_args, max_tokens=5)
-    plain = Task(raw={"question": "3+4=", "answer": 7}, workflow_type="math_workflow", reward_fn_type="math_reward",
-                 rollout_args=args, prompt="3+4=", answer=7, index=11)  # fmt: skip
+    plain = Task(
+        raw={"question": "3+4=", "answer": 7},
+        workflow_type="math_workflow",
+        reward_fn_type="math_reward",
+        rollout_args=args,
+        prompt="3+4=",
+        answer=7,
+        index=11,
+    )
     converted = as_rollout_task(plain)
     assert (converted.task_id, converted.question, converted.answer) == ("11", "3+4=", "7")
     assert converted.repeat_times == config.algorithm.repeat_times and converted.rollout_args["max_tokens"] == 5

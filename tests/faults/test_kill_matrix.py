@@ -35,8 +35,11 @@ def pid_of(actor_class: str, since_ms: float) -> int:
     from ray._private.state import actors
 
     def live() -> list:
-        return [actor for actor in actors().values() if actor["ActorClassName"] == actor_class
-                and actor["StartTime"] >= since_ms and actor["State"] == "ALIVE"]  # fmt: skip
+        return [
+            actor
+            for actor in actors().values()
+            if actor["ActorClassName"] == actor_class and actor["StartTime"] >= since_ms and actor["State"] == "ALIVE"
+        ]
 
     wait_for(live, 600, f"a live {actor_class}")
     return int(live()[0]["Pid"])
@@ -44,8 +47,11 @@ def pid_of(actor_class: str, since_ms: float) -> int:
 
 @pytest.mark.parametrize("victim, named, method, storage", CASES)
 def test_kill_minus_nine_mid_run_then_rerun_resumes_exactly(ray_cluster, tmp_path, victim, named, method, storage):
-    overrides = [*RUN, f"synchronizer.sync_method={method}",
-                 f"buffer.trainer_input.experience_buffer.storage_type={storage}"]  # fmt: skip
+    overrides = [
+        *RUN,
+        f"synchronizer.sync_method={method}",
+        f"buffer.trainer_input.experience_buffer.storage_type={storage}",
+    ]
     config = small_config(tmp_path, *overrides)
     job = Path(config.checkpoint_job_dir)
     since_ms = time.time() * 1000

@@ -100,8 +100,13 @@ def test_decoding_from_a_cache_gets_sdpas_logits(models):
             cache = DynamicCache(config=model.config)
             model(input_ids=ids, attention_mask=mask, position_ids=positions, past_key_values=cache, use_cache=True)
             extended = torch.cat([mask, torch.ones_like(step)], 1)
-            output = model(input_ids=step, attention_mask=extended, position_ids=positions[:, -1:] + 1,
-                           past_key_values=cache, use_cache=True)  # fmt: skip
+            output = model(
+                input_ids=step,
+                attention_mask=extended,
+                position_ids=positions[:, -1:] + 1,
+                past_key_values=cache,
+                use_cache=True,
+            )
             logits.append(output.logits)
     torch.testing.assert_close(logits[0], logits[1], atol=1e-5, rtol=1e-5)
 

@@ -5,11 +5,18 @@ import time
 from trinity.config import compose, validate
 
 SMALL = [
-    "stages=[]", "buffer.batch_size=4", "algorithm.repeat_times=4", "explorer.runner_per_model=4",
-    "explorer.eval_interval=100", "explorer.eval_on_startup=false", "algorithm.optimizer.lr=1e-3",
+    "stages=[]",
+    "buffer.batch_size=4",
+    "algorithm.repeat_times=4",
+    "explorer.runner_per_model=4",
+    "explorer.eval_interval=100",
+    "explorer.eval_on_startup=false",
+    "algorithm.optimizer.lr=1e-3",
     "synchronizer.sync_timeout=120",
-    "data.arithmetic.train_size=256", "data.arithmetic.test_size=16", "data.arithmetic.sft_size=256",
-]  # fmt: skip
+    "data.arithmetic.train_size=256",
+    "data.arithmetic.test_size=16",
+    "data.arithmetic.sft_size=256",
+]
 
 
 def small_config(root, *overrides, stage: int = 0):

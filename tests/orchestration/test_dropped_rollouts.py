@@ -22,10 +22,16 @@ def test_the_repro_ends_with_the_filter_named(tmp_path):
     the cause, the job dir and the logs; the traceback is in the job dir. It runs first in this module, with
     its own Ray, before the module's in-process cluster starts."""
     result = run_cli(
-        f"checkpoint_root_dir={tmp_path}", "stages=[]", "buffer.batch_size=4", "algorithm.repeat_times=4", FILTER,
-        "synchronizer.sync_timeout=600", "explorer.max_extra_explore_steps=2", "explorer.eval_on_startup=false",
+        f"checkpoint_root_dir={tmp_path}",
+        "stages=[]",
+        "buffer.batch_size=4",
+        "algorithm.repeat_times=4",
+        FILTER,
+        "synchronizer.sync_timeout=600",
+        "explorer.max_extra_explore_steps=2",
+        "explorer.eval_on_startup=false",
         timeout=900,
-    )  # fmt: skip
+    )
     assert result.returncode == 1, result.stderr[-3000:]
     assert "the explorer of job" in result.stderr and "explore step 1 left the trainer's batch" in result.stderr
     assert "groups filtered by std_threshold=0.0 for 3 steps: rewards have no variance" in result.stderr
@@ -44,8 +50,9 @@ def test_the_repro_ends_with_the_filter_named(tmp_path):
     ids=["groups-filtered", "tasks-failed"],
 )
 def test_short_steps_are_topped_up_and_every_step_trains(ray_cluster, tmp_path, drop):
-    config = small_config(tmp_path, "buffer.total_steps=3", "trainer.save_interval=0", "explorer.max_retry_times=0",
-                          *drop)  # fmt: skip
+    config = small_config(
+        tmp_path, "buffer.total_steps=3", "trainer.save_interval=0", "explorer.max_retry_times=0", *drop
+    )
     metrics = run_job(config)
     assert metrics["trainer/step"] == 3 and metrics["explorer/step"] == 3
     job = Path(config.checkpoint_job_dir)
@@ -63,8 +70,9 @@ def test_short_steps_are_topped_up_and_every_step_trains(ray_cluster, tmp_path, 
 
 
 def test_a_reward_function_that_always_raises_ends_the_run_naming_the_failures(ray_cluster, tmp_path):
-    config = small_config(tmp_path, "buffer.total_steps=3", f"{REWARD}={PLUGINS}.failing_reward",
-                          "explorer.max_retry_times=1")  # fmt: skip
+    config = small_config(
+        tmp_path, "buffer.total_steps=3", f"{REWARD}={PLUGINS}.failing_reward", "explorer.max_retry_times=1"
+    )
     with pytest.raises(JobError) as info:
         run_job(config)
     message = str(info.value)

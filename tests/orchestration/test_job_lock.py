@@ -152,8 +152,9 @@ def two_runs(tmp_path_factory):
     kill(hold(job_dir(root)))
     command = [sys.executable, "-m", "trinity", f"checkpoint_root_dir={root}", *RUN]
     env = {**os.environ, "RAY_AUTH_MODE": "disabled", "HYDRA_FULL_ERROR": "0"}
-    first = subprocess.Popen(command, cwd=root, env=env, start_new_session=True, stdout=subprocess.PIPE,
-                             stderr=subprocess.STDOUT, text=True)  # fmt: skip
+    first = subprocess.Popen(
+        command, cwd=root, env=env, start_new_session=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
     try:
         deadline = time.monotonic() + 300
         while (held := lock_holder(job_dir(root))) is None and first.poll() is None:
@@ -236,14 +237,18 @@ def test_a_staged_experiment_is_complete_when_its_last_stage_is(two_runs, tmp_pa
     [
         ["buffer.total_steps=7"],
         ["buffer.total_steps=null", "buffer.total_epochs=2"],
-        ["algorithm=sft", "buffer.total_steps=null", "buffer.train_batch_size=8",
-         "buffer.trainer_input.experience_buffer.path=${data.dir}/sft.jsonl",
-         "buffer.trainer_input.experience_buffer.format.prompt_type=plaintext",
-         "buffer.trainer_input.experience_buffer.format.prompt_key=question",
-         "buffer.trainer_input.experience_buffer.format.response_key=answer"],
+        [
+            "algorithm=sft",
+            "buffer.total_steps=null",
+            "buffer.train_batch_size=8",
+            "buffer.trainer_input.experience_buffer.path=${data.dir}/sft.jsonl",
+            "buffer.trainer_input.experience_buffer.format.prompt_type=plaintext",
+            "buffer.trainer_input.experience_buffer.format.prompt_key=question",
+            "buffer.trainer_input.experience_buffer.format.response_key=answer",
+        ],
     ],
     ids=["total_steps", "epochs", "sft_epochs"],
-)  # fmt: skip
+)
 def test_planned_train_steps_match_the_trainer(tmp_path, overrides):
     from trinity.config.functions import SAMPLE_STRATEGY
     from trinity.model.load import load_tokenizer, resolve_model_path

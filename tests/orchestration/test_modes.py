@@ -10,11 +10,16 @@ from trinity.job_layout import completed_steps
 from trinity.monitor import read_scalars
 from trinity.orchestration.job import run_job
 
-SFT = ["algorithm=sft", "buffer.total_steps=3", "buffer.train_batch_size=8", "trainer.save_interval=1",
-       "buffer.trainer_input.experience_buffer.path=${data.dir}/sft.jsonl",
-       "buffer.trainer_input.experience_buffer.format.prompt_type=plaintext",
-       "buffer.trainer_input.experience_buffer.format.prompt_key=question",
-       "buffer.trainer_input.experience_buffer.format.response_key=answer"]  # fmt: skip
+SFT = [
+    "algorithm=sft",
+    "buffer.total_steps=3",
+    "buffer.train_batch_size=8",
+    "trainer.save_interval=1",
+    "buffer.trainer_input.experience_buffer.path=${data.dir}/sft.jsonl",
+    "buffer.trainer_input.experience_buffer.format.prompt_type=plaintext",
+    "buffer.trainer_input.experience_buffer.format.prompt_key=question",
+    "buffer.trainer_input.experience_buffer.format.response_key=answer",
+]
 
 
 def test_train_mode_sft_then_explore_and_bench_from_its_checkpoints(ray_cluster, tmp_path):

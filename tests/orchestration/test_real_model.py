@@ -11,10 +11,16 @@ from trinity.orchestration.summary import read_summary
 
 STEPS = 2
 RUN = [
-    *SMALL, "model=smollm2", "mode=colocate", f"buffer.total_steps={STEPS}", f"trainer.save_interval={STEPS}",
-    "buffer.batch_size=2", "algorithm.repeat_times=2", "model.max_response_tokens=16",
+    *SMALL,
+    "model=smollm2",
+    "mode=colocate",
+    f"buffer.total_steps={STEPS}",
+    f"trainer.save_interval={STEPS}",
+    "buffer.batch_size=2",
+    "algorithm.repeat_times=2",
+    "model.max_response_tokens=16",
     "+algorithm.entropy_loss_fn_args={entropy_coef:0.01}",  # every step moves the weights, even if rewards tie
-]  # fmt: skip
+]
 
 
 def test_two_grpo_steps_on_smollm2_checkpoint_and_export_tied(tmp_path, smollm2_cache):

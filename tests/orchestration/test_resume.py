@@ -84,8 +84,15 @@ def test_ctrl_c_stops_the_run_with_130_and_a_rerun_resumes(tmp_path):
     """Ctrl-C at a terminal (SIGINT to the driver's whole process group): the run's one job, in the driver,
     removes its actors on the way out, the driver exits 130, and a rerun continues exactly."""
     steps = 40  # long enough that the interrupt lands mid-run (steps of this size take ~0.15 s)
-    command = [sys.executable, "-m", "trinity", f"checkpoint_root_dir={tmp_path}", *SMALL,
-               f"buffer.total_steps={steps}", "trainer.save_interval=2"]  # fmt: skip
+    command = [
+        sys.executable,
+        "-m",
+        "trinity",
+        f"checkpoint_root_dir={tmp_path}",
+        *SMALL,
+        f"buffer.total_steps={steps}",
+        "trainer.save_interval=2",
+    ]
     env = {**os.environ, "RAY_AUTH_MODE": "disabled"}
     job = tmp_path / "trinity" / "arithmetic"
     log = tmp_path / "first.log"

@@ -44,8 +44,9 @@ def trained_since(job: Path, since: float) -> list:
 def test_resume_path_continues_from_the_step_it_names(finished, tmp_path):
     job = copy_of(finished, tmp_path)
     started = time.time()
-    config = small_config(tmp_path, *RUN, "trainer.resume_mode=resume_path",
-                          f"trainer.resume_from_path={job}/global_step_1")  # fmt: skip
+    config = small_config(
+        tmp_path, *RUN, "trainer.resume_mode=resume_path", f"trainer.resume_from_path={job}/global_step_1"
+    )
     metrics = run_job(config)
     assert metrics["trainer/step"] == 3 and trained_since(job, started) == [2, 3]
     consumed = [
@@ -77,8 +78,13 @@ def test_a_resume_path_that_is_no_checkpoint_is_refused_before_ray(tmp_path):
     found = problems("trainer.resume_mode=resume_path", f"trainer.resume_from_path={tmp_path}/global_step_5")
     problem = found["trainer.resume_from_path"]
     assert "no training checkpoint" in problem.rule and problem.fix and problem.value == f"{tmp_path}/global_step_5"
-    result = run_cli(f"checkpoint_root_dir={tmp_path}", "stages=[]", "trainer.resume_mode=resume_path",
-                     f"trainer.resume_from_path={tmp_path}/nowhere/global_step_2", cwd=tmp_path)  # fmt: skip
+    result = run_cli(
+        f"checkpoint_root_dir={tmp_path}",
+        "stages=[]",
+        "trainer.resume_mode=resume_path",
+        f"trainer.resume_from_path={tmp_path}/nowhere/global_step_2",
+        cwd=tmp_path,
+    )
     assert result.returncode == 1
     assert f"trainer.resume_from_path = '{tmp_path}/nowhere/global_step_2': does not exist" in result.stderr
     assert "Started a local Ray instance" not in result.stderr

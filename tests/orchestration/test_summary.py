@@ -25,10 +25,14 @@ EVAL_EVERY_STEP = ["explorer.eval_interval=1", "explorer.eval_on_startup=true"]
 TINY = [o for o in SMALL if not o.startswith(("explorer.eval_interval", "explorer.eval_on_startup"))]
 # the default experiment (SFT warm-up, then GRPO from its export), 2 steps each, evaluated every step
 STAGED = [
-    *(o for o in TINY if o != "stages=[]"), *EVAL_EVERY_STEP,
-    "stages.0.buffer.train_batch_size=8", "stages.0.buffer.total_steps=2", "stages.0.trainer.save_interval=2",
-    "buffer.total_steps=2", "trainer.save_interval=2",
-]  # fmt: skip
+    *(o for o in TINY if o != "stages=[]"),
+    *EVAL_EVERY_STEP,
+    "stages.0.buffer.train_batch_size=8",
+    "stages.0.buffer.total_steps=2",
+    "stages.0.trainer.save_interval=2",
+    "buffer.total_steps=2",
+    "trainer.save_interval=2",
+]
 
 
 @pytest.fixture(scope="module")
@@ -75,9 +79,13 @@ def test_the_rl_stage_summary_agrees_with_its_event_files(staged):
     assert [step for step, _ in accuracy] == [0, 1, 2]
     best = max(value for _, value in accuracy)
     assert summary["eval"][ACCURACY] == {
-        "start": accuracy[0][1], "start_step": 0, "final": accuracy[-1][1], "final_step": 2, "best": best,
+        "start": accuracy[0][1],
+        "start_step": 0,
+        "final": accuracy[-1][1],
+        "final_step": 2,
+        "best": best,
         "best_step": next(step for step, value in accuracy if value == best),
-    }  # fmt: skip
+    }
     assert summary["main_metric"] == {"tag": ACCURACY, **summary["eval"][ACCURACY]}
     assert not any("response_length" in tag for tag in summary["eval"]), "lengths are not scores"
     rewards = [value for _, value in points(job_dir, REWARD)]
@@ -110,9 +118,12 @@ def test_the_table_has_a_row_per_stage_with_its_numbers(staged, capsys):
     row = next(line for line in lines if line.startswith("grpo "))
     accuracy = rl["eval"][ACCURACY]
     numbers = [
-        f"{accuracy['start']:.3f}  {accuracy['final']:.3f}", f"{accuracy['best']:.3f} (step {accuracy['best_step']})",
-        f"{rl['reward']['mean']:.3f}", f"{rl['throughput']['train_tokens_per_s']:.0f}", f"{rl['wall_s']:.1f} s",
-    ]  # fmt: skip
+        f"{accuracy['start']:.3f}  {accuracy['final']:.3f}",
+        f"{accuracy['best']:.3f} (step {accuracy['best_step']})",
+        f"{rl['reward']['mean']:.3f}",
+        f"{rl['throughput']['train_tokens_per_s']:.0f}",
+        f"{rl['wall_s']:.1f} s",
+    ]
     assert all(number in row for number in numbers), (numbers, row)
     assert next(line for line in lines if line.startswith("sft_warmup ")).split()[1:3] == ["train", "2"]
     assert line_of(lines, "[grpo] checkpoint:").endswith(f" {rl['paths']['checkpoint']} (step 2)")
@@ -133,11 +144,18 @@ def line_of(lines: list, start: str) -> str:
 def test_a_sweep_runs_each_job_in_its_own_dir_and_is_ranked_on_the_driver(tmp_path):
     """Its jobs run in mode=colocate (the sweep test of that mode: tests/orchestration/test_colocate.py)."""
     command = [
-        sys.executable, "-m", "trinity", "-m", "algorithm.optimizer.lr=0.001,0.003", "buffer.total_steps=2",
+        sys.executable,
+        "-m",
+        "trinity",
+        "-m",
+        "algorithm.optimizer.lr=0.001,0.003",
+        "buffer.total_steps=2",
         "mode=colocate",
-        "trainer.save_interval=2", f"checkpoint_root_dir={tmp_path}", *EVAL_EVERY_STEP,
+        "trainer.save_interval=2",
+        f"checkpoint_root_dir={tmp_path}",
+        *EVAL_EVERY_STEP,
         *(o for o in TINY if not o.startswith("algorithm.optimizer.lr=")),
-    ]  # fmt: skip
+    ]
     result = subprocess.run(
         command, env={**os.environ, "RAY_AUTH_MODE": "disabled"}, capture_output=True, text=True, timeout=900
     )
@@ -159,8 +177,9 @@ def test_a_sweep_runs_each_job_in_its_own_dir_and_is_ranked_on_the_driver(tmp_pa
         finals.append(entry["value"])
     assert finals == sorted(finals, reverse=True)
     assert {entry["job"] for entry in sweep["ranking"]} == {
-        "arithmetic/algorithm.optimizer.lr=0.001", "arithmetic/algorithm.optimizer.lr=0.003",
-    }  # fmt: skip
+        "arithmetic/algorithm.optimizer.lr=0.001",
+        "arithmetic/algorithm.optimizer.lr=0.003",
+    }
     lines = result.stdout.splitlines()
     start = lines.index("sweep summary: 2 jobs, best first by arithmetic_test/accuracy (final)")  # no `(pid=…)`
     rows = [line.split()[1] for line in lines[start + 3 : start + 5]]

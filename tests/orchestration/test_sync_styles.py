@@ -26,10 +26,13 @@ STEPS = 4
 @pytest.mark.parametrize("style", ["explorer_driven", "trainer_driven"])
 def test_dynamic_sync_style_finishes_with_advancing_versions(ray_cluster, tmp_path, style, method):
     config = small_config(
-        tmp_path, f"buffer.total_steps={STEPS}", "trainer.save_interval=0",
-        f"synchronizer.sync_style={style}", f"synchronizer.sync_method={method}",
+        tmp_path,
+        f"buffer.total_steps={STEPS}",
+        "trainer.save_interval=0",
+        f"synchronizer.sync_style={style}",
+        f"synchronizer.sync_method={method}",
         "buffer.trainer_input.experience_buffer.capacity=16",  # one explore step: 4 tasks x 4 responses
-    )  # fmt: skip
+    )
     assert (config.synchronizer.sync_style, config.synchronizer.sync_method) == (style, method)
     metrics = run_job(config)
     assert metrics["trainer/step"] == STEPS and metrics["explorer/step"] == STEPS

@@ -13,10 +13,16 @@ from trinity.monitor import read_scalars
 @pytest.mark.parametrize("mode, method", [("colocate", "memory"), ("both", "checkpoint"), ("both", "nccl")])
 def test_grpo_on_vllm_with_each_sync_method(tmp_path, mode, method):
     result = run_cli(
-        f"checkpoint_root_dir={tmp_path}", "stages=[]", "explorer.rollout_model.engine_type=vllm", f"mode={mode}",
-        "buffer.total_steps=6", f"synchronizer.sync_method={method}", "synchronizer.sync_timeout=300",
-        cwd=tmp_path, timeout=900,
-    )  # fmt: skip
+        f"checkpoint_root_dir={tmp_path}",
+        "stages=[]",
+        "explorer.rollout_model.engine_type=vllm",
+        f"mode={mode}",
+        "buffer.total_steps=6",
+        f"synchronizer.sync_method={method}",
+        "synchronizer.sync_timeout=300",
+        cwd=tmp_path,
+        timeout=900,
+    )
     assert result.returncode == 0, result.stderr[-4000:]
     job = tmp_path / "trinity" / "arithmetic"
     trainer = read_scalars(str(job / "monitor" / "tensorboard" / "trainer"))

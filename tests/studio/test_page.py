@@ -29,13 +29,37 @@ from trinity.studio.sidebar import DEFAULT_EXPERIMENT, SCHEMA_DEFAULTS
 from trinity.studio.values import plain
 
 BEGINNER_RL = {
-    "project", "exp_name", "checkpoint_root_dir", "monitor_type", "log_level", "save_interval", "model_group",
-    "model_path", "max_model_len", "algorithm_type", "repeat_times", "actor_lr", "taskset_path",
-    "explore_batch_size", "taskset_args.split", "taskset_args.format.prompt_key", "default_workflow_type",
-    "default_reward_fn_type", "total_epochs", "total_steps", "node_num", "gpu_per_node", "cpu_devices_per_node",
-    "engine_num", "tensor_parallel_size", "trainer_gpu_num_display", "actor_ulysses_sequence_parallel_size",
-    "sync_method", "sync_style", "sync_interval",
-}  # fmt: skip
+    "project",
+    "exp_name",
+    "checkpoint_root_dir",
+    "monitor_type",
+    "log_level",
+    "save_interval",
+    "model_group",
+    "model_path",
+    "max_model_len",
+    "algorithm_type",
+    "repeat_times",
+    "actor_lr",
+    "taskset_path",
+    "explore_batch_size",
+    "taskset_args.split",
+    "taskset_args.format.prompt_key",
+    "default_workflow_type",
+    "default_reward_fn_type",
+    "total_epochs",
+    "total_steps",
+    "node_num",
+    "gpu_per_node",
+    "cpu_devices_per_node",
+    "engine_num",
+    "tensor_parallel_size",
+    "trainer_gpu_num_display",
+    "actor_ulysses_sequence_parallel_size",
+    "sync_method",
+    "sync_style",
+    "sync_interval",
+}
 NEVER_PLACED = {"kl_penalty", "kl_ctrl_type", "kl_ctrl_coef", "buffer_group"}  # second names, hidden preset
 BEGINNER_ONLY = {"trainer_gpu_num_display"}
 

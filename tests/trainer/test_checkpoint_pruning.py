@@ -9,8 +9,12 @@ from trinity.job_layout import completed_steps, critic_dir, latest_step, step_di
 from trinity.monitor import read_scalars
 from trinity.orchestration.job import run_job
 
-KEEP = ["algorithm=ppo", "trainer.save_interval=1", "trainer.max_actor_ckpt_to_keep=2",
-        "trainer.max_critic_ckpt_to_keep=1"]  # fmt: skip
+KEEP = [
+    "algorithm=ppo",
+    "trainer.save_interval=1",
+    "trainer.max_actor_ckpt_to_keep=2",
+    "trainer.max_critic_ckpt_to_keep=1",
+]
 
 
 def test_only_the_newest_checkpoints_are_kept_and_resume_works(ray_cluster, tmp_path):

@@ -13,9 +13,13 @@ from trinity.trainer.rank_metrics import reduce_rank_metrics
 
 def _ppo(tmp_path, *extra):
     return trainer_config(
-        tmp_path, "algorithm=ppo", "trainer.critic.optim.lr=3e-3", "trainer.use_dynamic_bsz=false",
-        "algorithm.optimizer.lr=1e-3", *extra,
-    )  # fmt: skip
+        tmp_path,
+        "algorithm=ppo",
+        "trainer.critic.optim.lr=3e-3",
+        "trainer.use_dynamic_bsz=false",
+        "algorithm.optimizer.lr=1e-3",
+        *extra,
+    )
 
 
 def values_of(workers, batch):

@@ -140,8 +140,13 @@ def test_chunked_entropy_options_give_the_same_step(ray_cluster, tmp_path):
         [],
         ["trainer.actor.entropy_from_logits_with_chunking=true", "trainer.actor.entropy_checkpointing=true"],
     ):
-        config = trainer_config(tmp_path, "algorithm.optimizer.lr=1e-3", "trainer.use_dynamic_bsz=false",
-                                "+algorithm.entropy_loss_fn_args={entropy_coef:0.01}", *extra)  # fmt: skip
+        config = trainer_config(
+            tmp_path,
+            "algorithm.optimizer.lr=1e-3",
+            "trainer.use_dynamic_bsz=false",
+            "+algorithm.entropy_loss_fn_args={entropy_coef:0.01}",
+            *extra,
+        )
         workers = start(config, 1)
         results.append(step(workers, config, batch, 4))
         stop(workers)

@@ -70,8 +70,9 @@ def test_pairs_stay_together(batch):
     check_covers(rows, 64, 2)
     for rank in rows:
         for micro in rank:
-            assert len(micro) % 2 == 0 and all(micro[i] % 2 == 0 and micro[i + 1] == micro[i] + 1
-                                               for i in range(0, len(micro), 2))  # fmt: skip
+            assert len(micro) % 2 == 0 and all(
+                micro[i] % 2 == 0 and micro[i + 1] == micro[i] + 1 for i in range(0, len(micro), 2)
+            )
 
 
 def test_ranks_with_fewer_natural_cuts_split_to_the_same_count(batch):

@@ -51,9 +51,17 @@ def test_models_without_a_plain_cache_take_the_full_pass(model_path):
     model = load_causal_lm(model_path).train()
     model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     assert not shares_prompts(model), "gradient checkpointing turns the cache off"
-    windowed = Qwen2Config(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                           num_attention_heads=2, num_key_value_heads=1, use_sliding_window=True,
-                           sliding_window=4, max_window_layers=0)  # fmt: skip
+    windowed = Qwen2Config(
+        vocab_size=64,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        use_sliding_window=True,
+        sliding_window=4,
+        max_window_layers=0,
+    )
     assert not shares_prompts(Qwen2ForCausalLM(windowed))
 
 

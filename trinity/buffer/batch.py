@@ -45,8 +45,12 @@ def collate(experiences: List[Experience], pad_token_id: int) -> Batch:
     }
     if any(e.action_mask is not None for e in experiences):
         batch["response_mask"] = _rows([e.mask() for e in experiences], responses, False)
-    for name, key in (("logprobs", "old_logprobs"), ("advantages", "advantages"), ("returns", "returns"),
-                      ("teacher_logprobs", "teacher_logprobs")):  # fmt: skip
+    for name, key in (
+        ("logprobs", "old_logprobs"),
+        ("advantages", "advantages"),
+        ("returns", "returns"),
+        ("teacher_logprobs", "teacher_logprobs"),
+    ):
         values = [getattr(e, name) for e in experiences]
         if all(value is not None for value in values):
             batch[key] = _rows(values, responses, 0)

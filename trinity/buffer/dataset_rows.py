@@ -107,9 +107,16 @@ class RowFormatter:
         return self._build(prompt_ids, response_ids, prompt_text, response_text, index, epoch, run_id, info)
 
     def _build(
-        self, prompt_ids, response_ids, prompt_text: str, response_text: str, index: int, epoch: int, run_id: int,
+        self,
+        prompt_ids,
+        response_ids,
+        prompt_text: str,
+        response_text: str,
+        index: int,
+        epoch: int,
+        run_id: int,
         info: dict,
-    ) -> Experience:  # fmt: skip
+    ) -> Experience:
         prompt_ids, response_ids, truncated = self.limits.cut(prompt_ids, response_ids)
         return Experience(
             tokens=prompt_ids + response_ids,

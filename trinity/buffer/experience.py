@@ -107,8 +107,11 @@ class Experience:
             tensor = getattr(self, name)
             if tensor is not None:
                 data = tensor.contiguous().numpy().tobytes()
-                header[name] = {"dtype": SAFETENSORS_TAGS[tensor.dtype], "shape": list(tensor.shape),
-                                "data_offsets": [offset, offset + len(data)]}  # fmt: skip
+                header[name] = {
+                    "dtype": SAFETENSORS_TAGS[tensor.dtype],
+                    "shape": list(tensor.shape),
+                    "data_offsets": [offset, offset + len(data)],
+                }
                 chunks.append(data)
                 offset += len(data)
         scalars = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in TENSOR_FIELDS}

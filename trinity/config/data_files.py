@@ -115,8 +115,9 @@ def _json_document(path: Path, watch: Tuple[str, ...]) -> FileSummary:
         raise DataFileError(f"line {line_no} is not valid JSON ({_reason(err)}): {_excerpt(line)}") from None
     summary = FileSummary()
     if isinstance(document, dict):  # one object of columns: {"question": [...], "answer": [...]}
-        columns = {key: list(values.values()) if isinstance(values, dict) else values
-                   for key, values in document.items()}  # fmt: skip
+        columns = {
+            key: list(values.values()) if isinstance(values, dict) else values for key, values in document.items()
+        }
         if not all(isinstance(values, list) for values in columns.values()):
             raise DataFileError("is one JSON object that is not a table of columns; use one object per line")
         rows = max((len(values) for values in columns.values()), default=0)
@@ -169,8 +170,9 @@ def _parquet(path: Path, watch: Tuple[str, ...]) -> FileSummary:
                 summary.missing[column] = summary.rows
                 continue
             groups = range(parquet.num_row_groups)
-            summary.missing[column] = sum(parquet.read_row_group(i, columns=[column]).column(0).null_count
-                                          for i in groups)  # fmt: skip
+            summary.missing[column] = sum(
+                parquet.read_row_group(i, columns=[column]).column(0).null_count for i in groups
+            )
     except (pyarrow.ArrowException, OSError) as err:
         raise DataFileError(f"is not a readable parquet file ({err})") from None
     return summary

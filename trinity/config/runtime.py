@@ -23,8 +23,12 @@ def runtime_findings(config: Config) -> Tuple[List[Problem], List[Problem]]:
     """(problems that stop a run, warnings) of one stage's config."""
     report = Report()
     if config.mode in TRAINER_MODES and config.trainer.trainer_strategy == TrainerStrategy.megatron:
-        report.problem("trainer.trainer_strategy", "megatron", "the Megatron trainer is not implemented yet",
-                       "use trainer=fsdp or trainer=fsdp2 (FSDP2 on the same devices)")  # fmt: skip
+        report.problem(
+            "trainer.trainer_strategy",
+            "megatron",
+            "the Megatron trainer is not implemented yet",
+            "use trainer=fsdp or trainer=fsdp2 (FSDP2 on the same devices)",
+        )
     warnings = check_data_files(config, report)
     return report.problems, warnings
 

@@ -40,8 +40,11 @@ def tool_dialogue(row: Dict[str, str]) -> List[Dict[str, List[dict]]]:
     arguments = json.dumps({"expression": row["question"].rstrip("=")})
     call = {"id": "call_0", "type": "function", "function": {"name": "calculator", "arguments": arguments}}
     asked = [{"role": "user", "content": row["question"]}, {"role": "assistant", "tool_calls": [call]}]
-    answered = [*asked, {"role": "tool", "tool_call_id": "call_0", "content": row["answer"]},
-                {"role": "assistant", "content": row["answer"]}]  # fmt: skip
+    answered = [
+        *asked,
+        {"role": "tool", "tool_call_id": "call_0", "content": row["answer"]},
+        {"role": "assistant", "content": row["answer"]},
+    ]
     return [{"messages": asked}, {"messages": answered}]
 
 

@@ -43,8 +43,11 @@ class _Batch:
     def keep(self, kept: torch.Tensor, cache: DynamicCache) -> None:
         index = kept.nonzero().squeeze(1)
         self.rows, self.sequences, self.mask, self.position = (
-            self.rows[index], self.sequences[index], self.mask[index], self.position[index]
-        )  # fmt: skip
+            self.rows[index],
+            self.sequences[index],
+            self.mask[index],
+            self.position[index],
+        )
         cache.batch_select_indices(index)
 
     def extend(self, token: torch.Tensor) -> None:

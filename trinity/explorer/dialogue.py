@@ -67,11 +67,16 @@ def concatenated(turns: Sequence[Experience], reward: float, run_id: int = 0, me
         mask += [False] * len(between) + [True] * len(response)
     first = turns[0]
     return Experience(
-        tokens=tokens, prompt_length=first.prompt_length, logprobs=logprobs, action_mask=mask, reward=reward,
-        model_version=min(turn.model_version for turn in turns), run_id=run_id,
+        tokens=tokens,
+        prompt_length=first.prompt_length,
+        logprobs=logprobs,
+        action_mask=mask,
+        reward=reward,
+        model_version=min(turn.model_version for turn in turns),
+        run_id=run_id,
         info={**turns[-1].info, "turns": len(turns)},
         metrics={**(metrics or {}), "turns": float(len(turns)), "response_length": float(sum(mask))},
-    )  # fmt: skip
+    )
 
 
 def per_turn(
@@ -82,8 +87,13 @@ def per_turn(
         raise ValueError(f"discount {discount} must lie in [0, 1]")
     last = len(turns) - 1
     return [
-        replace(turn, reward=reward * discount ** (last - step), run_id=run_id, step=step,
-                info={**turn.info, "turns": len(turns)},
-                metrics={**(metrics or {}), "turns": float(len(turns)), "response_length": float(turn.mask().sum())})
+        replace(
+            turn,
+            reward=reward * discount ** (last - step),
+            run_id=run_id,
+            step=step,
+            info={**turn.info, "turns": len(turns)},
+            metrics={**(metrics or {}), "turns": float(len(turns)), "response_length": float(turn.mask().sum())},
+        )
         for step, turn in enumerate(turns)
-    ]  # fmt: skip
+    ]

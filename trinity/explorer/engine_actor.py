@@ -114,8 +114,14 @@ class EngineActor:
         if self._api is None:
             engine = self.engine
             parsers = ChatParsers(engine.codec.tokenizer, engine.spec.model)
-            model = ServedModel(engine.spec.model_path, engine.codec, engine.defaults, self.generate,
-                                lambda: engine.model_version, parsers)  # fmt: skip
+            model = ServedModel(
+                engine.spec.model_path,
+                engine.codec,
+                engine.defaults,
+                self.generate,
+                lambda: engine.model_version,
+                parsers,
+            )
             self._api = await serve(build_app(model), ray.util.get_node_ip_address())
         return self._api.url
 

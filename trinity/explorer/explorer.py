@@ -91,8 +91,12 @@ class Explorer:
             # step belong to a step that is explored again
             dropped = self.writer.keep_first(self.written)
             if dropped:
-                logger.warning("dropped %d experiences of explore step %d, written before the last run stopped "
-                               "and not committed: the step is explored again", dropped, self.step + 1)  # fmt: skip
+                logger.warning(
+                    "dropped %d experiences of explore step %d, written before the last run stopped "
+                    "and not committed: the step is explored again",
+                    dropped,
+                    self.step + 1,
+                )
         algorithm = config.algorithm
         self.advantage = None
         if algorithm.advantage_fn is not None and not algorithm.compute_advantage_in_trainer:
@@ -111,8 +115,9 @@ class Explorer:
             state = trainer_meta["sample_strategy_state"]
             self.step = state.get("explore_step", trainer_meta["latest_iteration"])
             index = state.get("taskset_index")
-            self.taskset.load_state_dict({"current_index": self.step * config.buffer.batch_size if index is None
-                                          else index})  # fmt: skip
+            self.taskset.load_state_dict(
+                {"current_index": self.step * config.buffer.batch_size if index is None else index}
+            )
             written = trainer_meta["latest_iteration"] * self.quota.per_train_step
         elif meta.get("taskset_states"):
             self.taskset.load_state_dict(meta["taskset_states"][0])
@@ -127,10 +132,15 @@ class Explorer:
         bundle += config.explorer.rollout_model.engine_num
         served = []
         for index in served_auxiliaries(config):
-            served.append(create_engines(
-                config, name_prefix=f"{self.name}_aux{index}_engine", namespace=config.ray_namespace,
-                model_index=index + 1, placement=(group, bundle) if group is not None else None,
-            ))  # fmt: skip
+            served.append(
+                create_engines(
+                    config,
+                    name_prefix=f"{self.name}_aux{index}_engine",
+                    namespace=config.ray_namespace,
+                    model_index=index + 1,
+                    placement=(group, bundle) if group is not None else None,
+                )
+            )
             bundle += config.explorer.auxiliary_models[index].engine_num
         return served
 
@@ -139,8 +149,11 @@ class Explorer:
 
     async def progress(self) -> Dict[str, float]:
         """Where exploration stands: the job's watchdog and progress bar read it."""
-        return {"explore_step": self.step, "model_version": self.version,
-                "reward": self.last_metrics.get("rollout/reward/mean", float("nan"))}  # fmt: skip
+        return {
+            "explore_step": self.step,
+            "model_version": self.version,
+            "reward": self.last_metrics.get("rollout/reward/mean", float("nan")),
+        }
 
     async def process_ids(self) -> Dict[str, int]:
         """This actor's and each engine's OS process id (for memory measurements)."""
@@ -204,11 +217,13 @@ class Explorer:
             raise
         self.written += len(tally.kept)
         metrics = tally.metrics()
-        metrics.update({
-            "rollout/model_version": float(self.version),
-            "time/rollout": rollout_s,
-            "time/write": time.perf_counter() - written,
-        })  # fmt: skip
+        metrics.update(
+            {
+                "rollout/model_version": float(self.version),
+                "time/rollout": rollout_s,
+                "time/write": time.perf_counter() - written,
+            }
+        )
         self.monitor.log(metrics, self.step)
         self.last_metrics.update(metrics)
         await self._save_state()
@@ -243,22 +258,30 @@ class Explorer:
             if missing <= 0:
                 return tally
             if tally.reads > limit:
-                why = tally.causes(self.config.algorithm.advantage_fn_args.get("std_threshold"),
-                                   self.config.algorithm.repeat_times)  # fmt: skip
+                why = tally.causes(
+                    self.config.algorithm.advantage_fn_args.get("std_threshold"), self.config.algorithm.repeat_times
+                )
                 raise still_short(self.name, self.step, missing, tally, limit, why)
             try:
                 tasks = self.taskset.read()
             except BufferExhausted:
-                logger.warning("The taskset ran out while explore step %d was %d experiences short.", self.step,
-                               missing)  # fmt: skip
+                logger.warning(
+                    "The taskset ran out while explore step %d was %d experiences short.", self.step, missing
+                )
                 return tally
-            logger.info("Explore step %d is %d experiences short: reading %d more tasks.", self.step, missing,
-                        len(tasks))  # fmt: skip
+            logger.info(
+                "Explore step %d is %d experiences short: reading %d more tasks.", self.step, missing, len(tasks)
+            )
 
     def _log_failures(self, failures: List[TaskFailure]) -> None:
         for failure in failures:
-            logger.warning("step %d: task %s failed after %d attempts: %s", self.step, failure.task_id,
-                           failure.attempts, failure.error)  # fmt: skip
+            logger.warning(
+                "step %d: task %s failed after %d attempts: %s",
+                self.step,
+                failure.task_id,
+                failure.attempts,
+                failure.error,
+            )
 
     def _advantages(self, experiences: List[Experience]):
         """(experiences kept, with their advantages; the advantage function's metrics)."""

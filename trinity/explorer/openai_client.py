@@ -37,8 +37,10 @@ class Turn:
 
 def _said(message: Dict[str, Any]) -> tuple:
     """What an assistant message says, as a client sends it back: content and tool calls."""
-    calls = [(c.get("function", {}).get("name"), c.get("function", {}).get("arguments"))
-             for c in message.get("tool_calls") or []]  # fmt: skip
+    calls = [
+        (c.get("function", {}).get("name"), c.get("function", {}).get("arguments"))
+        for c in message.get("tool_calls") or []
+    ]
     return message.get("content") or "", calls
 
 
@@ -71,9 +73,18 @@ def record(history: List[Turn], request: Dict[str, Any], payload: Dict[str, Any]
                 conversation = earlier.conversation
             else:
                 conversation, fresh = fresh, fresh + 1
-            history.append(Turn(prompt_ids, list(choice["token_ids"]), list(choice["token_logprobs"]),
-                                int(payload["model_version"]), choice["finish_reason"], conversation,
-                                request.get("messages"), choice.get("message")))  # fmt: skip
+            history.append(
+                Turn(
+                    prompt_ids,
+                    list(choice["token_ids"]),
+                    list(choice["token_logprobs"]),
+                    int(payload["model_version"]),
+                    choice["finish_reason"],
+                    conversation,
+                    request.get("messages"),
+                    choice.get("message"),
+                )
+            )
 
 
 def _request(response) -> Dict[str, Any]:
@@ -121,8 +132,13 @@ def experiences(history: List[Turn]) -> List[Experience]:
     response tokens, the engine's logprobs and the weights' version; `info["conversation"]` tells which
     conversation it belongs to (trinity.explorer.dialogue). Rewards are the workflow's to set."""
     return [
-        Experience(tokens=turn.prompt_ids + turn.response_ids, prompt_length=len(turn.prompt_ids),
-                   logprobs=turn.logprobs, model_version=turn.model_version, step=index,
-                   info={"finish_reason": turn.finish_reason, "conversation": turn.conversation})
+        Experience(
+            tokens=turn.prompt_ids + turn.response_ids,
+            prompt_length=len(turn.prompt_ids),
+            logprobs=turn.logprobs,
+            model_version=turn.model_version,
+            step=index,
+            info={"finish_reason": turn.finish_reason, "conversation": turn.conversation},
+        )
         for index, turn in enumerate(history)
-    ]  # fmt: skip
+    ]

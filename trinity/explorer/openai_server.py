@@ -24,8 +24,19 @@ from trinity.explorer.sampling import Sample, SamplingParams
 Generate = Callable[[Sequence[List[int]], SamplingParams], Awaitable[List[List[Sample]]]]
 # keys whose non-empty values the engines cannot honour (a per-request seed included: each engine draws
 # request seeds from its own generator, so replicas never repeat each other's samples)
-UNSUPPORTED = ("stop", "logit_bias", "presence_penalty", "frequency_penalty", "response_format", "suffix", "echo",
-               "stream", "seed", "top_logprobs", "best_of")  # fmt: skip
+UNSUPPORTED = (
+    "stop",
+    "logit_bias",
+    "presence_penalty",
+    "frequency_penalty",
+    "response_format",
+    "suffix",
+    "echo",
+    "stream",
+    "seed",
+    "top_logprobs",
+    "best_of",
+)
 
 
 class RequestError(ValueError):
@@ -36,8 +47,15 @@ class ServedModel:
     """What the API needs of its engine actor: generation, the tokenizer, the name, the weights' version,
     and the tool-call / reasoning parsers its model configures (`openai_parsing.ChatParsers`)."""
 
-    def __init__(self, name: str, codec: Any, defaults: SamplingParams, generate: Generate,
-                 version: Callable[[], int], parsers: Any):  # fmt: skip
+    def __init__(
+        self,
+        name: str,
+        codec: Any,
+        defaults: SamplingParams,
+        generate: Generate,
+        version: Callable[[], int],
+        parsers: Any,
+    ):
         self.name, self.codec, self.defaults, self.generate, self.version = name, codec, defaults, generate, version
         self.parsers = parsers
 
@@ -47,9 +65,16 @@ def sampling(body: Dict[str, Any], defaults: SamplingParams) -> SamplingParams:
     refused = [key for key in UNSUPPORTED if body.get(key) not in (None, [], {}, 0, 0.0, False)]
     if refused:
         raise RequestError(f"not supported by trinity's engines: {', '.join(refused)}")
-    keys = {"n": "n", "temperature": "temperature", "top_p": "top_p", "top_k": "top_k", "min_tokens": "min_tokens",
-            "repetition_penalty": "repetition_penalty", "max_tokens": "max_tokens",
-            "max_completion_tokens": "max_tokens"}  # fmt: skip
+    keys = {
+        "n": "n",
+        "temperature": "temperature",
+        "top_p": "top_p",
+        "top_k": "top_k",
+        "min_tokens": "min_tokens",
+        "repetition_penalty": "repetition_penalty",
+        "max_tokens": "max_tokens",
+        "max_completion_tokens": "max_tokens",
+    }
     args = {field: body[key] for key, field in keys.items() if body.get(key) is not None}
     try:
         return defaults.updated(args)
@@ -58,13 +83,28 @@ def sampling(body: Dict[str, Any], defaults: SamplingParams) -> SamplingParams:
 
 
 def _choice(index: int, sample: Sample, content: Dict[str, Any], want_logprobs: bool, codec: Any) -> Dict[str, Any]:
-    choice = {"index": index, "finish_reason": sample.finish_reason, "token_ids": list(sample.response_ids),
-              "token_logprobs": list(sample.logprobs), **content}  # fmt: skip
+    choice = {
+        "index": index,
+        "finish_reason": sample.finish_reason,
+        "token_ids": list(sample.response_ids),
+        "token_logprobs": list(sample.logprobs),
+        **content,
+    }
     choice["logprobs"] = (
-        {"content": [{"token": codec.decode([t], skip_special_tokens=False), "logprob": lp, "bytes": None,
-                      "top_logprobs": []} for t, lp in zip(sample.response_ids, sample.logprobs, strict=True)]}
-        if want_logprobs else None
-    )  # fmt: skip
+        {
+            "content": [
+                {
+                    "token": codec.decode([t], skip_special_tokens=False),
+                    "logprob": lp,
+                    "bytes": None,
+                    "top_logprobs": [],
+                }
+                for t, lp in zip(sample.response_ids, sample.logprobs, strict=True)
+            ]
+        }
+        if want_logprobs
+        else None
+    )
     return choice
 
 
@@ -78,9 +118,12 @@ def _envelope(kind: str, model: ServedModel, prompt_ids: List[int], samples: Lis
         "model_version": min(s.model_version for s in samples),
         "prompt_token_ids": prompt_ids,
         "choices": choices,
-        "usage": {"prompt_tokens": len(prompt_ids), "completion_tokens": completion,
-                  "total_tokens": len(prompt_ids) + completion},
-    }  # fmt: skip
+        "usage": {
+            "prompt_tokens": len(prompt_ids),
+            "completion_tokens": completion,
+            "total_tokens": len(prompt_ids) + completion,
+        },
+    }
 
 
 async def chat_completion(model: ServedModel, body: Dict[str, Any]) -> Dict[str, Any]:

@@ -69,8 +69,11 @@ class StateManagerActor:
         if meta != saved:
             logger.warning(
                 "%s records step %s; the latest checkpoint is step %d: repaired from %s.",
-                self.files.trainer_state_path, meta.get("latest_iteration"), step, step_dir(self.job_dir, step),
-            )  # fmt: skip
+                self.files.trainer_state_path,
+                meta.get("latest_iteration"),
+                step,
+                step_dir(self.job_dir, step),
+            )
             self.files.save_trainer(step, saved["sample_strategy_state"], saved.get("model_version"))
         return saved
 
@@ -94,8 +97,9 @@ class StateManagerActor:
         step = int(match.group(1))
         meta = self._checkpoint_meta(step, directory / CHECKPOINT_META)
         if meta is None:
-            logger.warning("%s has no %s: resuming at step %d with a fresh buffer cursor.", directory, CHECKPOINT_META,
-                           step)  # fmt: skip
+            logger.warning(
+                "%s has no %s: resuming at step %d with a fresh buffer cursor.", directory, CHECKPOINT_META, step
+            )
             return {"latest_iteration": step, "sample_strategy_state": {}}
         return meta
 

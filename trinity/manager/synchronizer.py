@@ -86,8 +86,9 @@ class Synchronizer(CollectiveRounds):
     # ---- lifetime ----------------------------------------------------------------------------------
 
     @classmethod
-    def get_actor(cls, config: Any = None, namespace: Optional[str] = None, guard: Any = None,
-                  module_name: Optional[str] = None):  # fmt: skip
+    def get_actor(
+        cls, config: Any = None, namespace: Optional[str] = None, guard: Any = None, module_name: Optional[str] = None
+    ):
         """The job's Synchronizer handle. With a config: create it if needed (replacing a stale one) and
         register the caller (an actor, under `module_name` or its actor's name; or the calling driver through
         a guard: `guard`, an actor that lives exactly as long as the caller, or else a new one). Without:

@@ -42,8 +42,11 @@ def _corpus() -> List[str]:
     lines = [f"{a}+{b}={a + b}" for a in range(0, 100, 3) for b in range(0, 100, 7)]
     lines += [f"{a}-{b}={a - b}" for a in range(0, 100, 7) for b in range(0, 100, 11)]
     lines += [f"{a}*{b}={a * b}" for a in range(13) for b in range(13)]
-    lines += [f"{IM_START}user\nWhat is {a}+{b}?{IM_END}\n{IM_START}assistant\n{a + b}{IM_END}" for a in range(20)
-              for b in range(5)]  # fmt: skip
+    lines += [
+        f"{IM_START}user\nWhat is {a}+{b}?{IM_END}\n{IM_START}assistant\n{a + b}{IM_END}"
+        for a in range(20)
+        for b in range(5)
+    ]
     lines += [
         "The quick brown fox jumps over the lazy dog.",
         "Think step by step, then give the final answer.",

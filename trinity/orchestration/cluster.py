@@ -121,8 +121,11 @@ def reserve(config: Config, bundles: List[dict], progress_every_s: float = 30.0)
             return group
         logger.info(
             "job %r waits for %s (held by other jobs) since %.0f s; available now: %s",
-            config.ray_namespace, needed, time.monotonic() - started, ray.available_resources(),
-        )  # fmt: skip
+            config.ray_namespace,
+            needed,
+            time.monotonic() - started,
+            ray.available_resources(),
+        )
 
 
 def release(group: Optional[PlacementGroup]) -> None:

@@ -63,8 +63,17 @@ def host_role(device: Any, role: str, config: Config, placement: Tuple[Any, int]
 
 
 # What the trainer controller calls on a rank; each runs on the device's worker thread.
-RANK_METHODS = ("train_step", "reference_logprobs", "teacher_logprobs", "critic_values", "save_checkpoint",
-                "load_checkpoint", "save_critic", "load_critic", "shutdown")  # fmt: skip
+RANK_METHODS = (
+    "train_step",
+    "reference_logprobs",
+    "teacher_logprobs",
+    "critic_values",
+    "save_checkpoint",
+    "load_checkpoint",
+    "save_critic",
+    "load_critic",
+    "shutdown",
+)
 # of those, the ones after which the rank may no longer hold the weights it last published
 CHANGES_WEIGHTS = ("train_step", "load_checkpoint", "shutdown")
 

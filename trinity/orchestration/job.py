@@ -171,8 +171,10 @@ def _run_roles(config: Config, actors: Dict[str, object]) -> Dict[str, float]:
     if config.mode == Mode.bench:
         runs = {"explorer": actors["explorer"].benchmark.remote()}
     else:
-        runs = {role: getattr(actor, "explore" if role == "explorer" else "train").remote()
-                for role, actor in actors.items()}  # fmt: skip
+        runs = {
+            role: getattr(actor, "explore" if role == "explorer" else "train").remote()
+            for role, actor in actors.items()
+        }
     _await_all(runs, config, "run", actors)
     metrics: Dict[str, float] = {}
     for role, actor in actors.items():

@@ -168,8 +168,10 @@ def _acquire(path: Path, grace_s: float) -> Optional[int]:
             os.close(fd)
             logger.warning(
                 "Cannot lock %s (%s): this filesystem does not support flock, so a second run in this job "
-                "directory is NOT prevented.", path, exc.strerror or exc,
-            )  # fmt: skip
+                "directory is NOT prevented.",
+                path,
+                exc.strerror or exc,
+            )
             return None
         orphaned = holder.orphaned()
         if orphaned and not warned:

@@ -68,8 +68,10 @@ COLUMNS: List[Tuple[str, Callable[[dict], str]]] = [
 def table(header: List[str], rows: List[List[str]]) -> str:
     """Left-aligned columns, two spaces apart, a rule under the header."""
     widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
-    lines = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
-             for row in [header, *rows]]  # fmt: skip
+    lines = [
+        "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
+        for row in [header, *rows]
+    ]
     lines.insert(1, "  ".join("-" * width for width in widths))
     return "\n".join(lines)
 
@@ -111,8 +113,13 @@ def _details(summary: dict, prefix: str) -> List[str]:
     paths = summary["paths"]
     lines = [f"{prefix}eval {label(tag)}: {_score_line(score)}" for tag, score in sorted(summary["eval"].items())]
     checkpoint = paths["checkpoint"] and f"{paths['checkpoint']} (step {paths['checkpoint_step']})"
-    places = [("job dir", paths["job_dir"]), ("checkpoint", checkpoint), ("HF export", paths["hf_export"]),
-              ("curves", paths.get("learning_curve")), ("summary", Path(paths["job_dir"]) / SUMMARY_FILE)]  # fmt: skip
+    places = [
+        ("job dir", paths["job_dir"]),
+        ("checkpoint", checkpoint),
+        ("HF export", paths["hf_export"]),
+        ("curves", paths.get("learning_curve")),
+        ("summary", Path(paths["job_dir"]) / SUMMARY_FILE),
+    ]
     for title, value in places:
         lines.append(f"{prefix}{title + ':':<12}  {value or '-'}")
     return lines
@@ -165,7 +172,7 @@ def write_sweep(jobs: List[Stages], sweep_dir: str) -> dict:
         "ranking": [
             {"rank": i + 1, "job": _job_name(s), "value": _value(_result(s), tag), "job_dir": s[-1][0]}
             for i, s in enumerate(order)
-        ],  # fmt: skip
+        ],
         "jobs": [{"job": _job_name(s), "stages": [summary for _, summary in s]} for s in order],
         "learning_curves": None,
     }
@@ -203,6 +210,12 @@ def _sweep_row(entry: dict, stages: Stages, tag: str) -> List[str]:
     wall = sum(s["wall_s"] for _, s in stages if s is not None)
     steps = [_number(summary["steps"][role], "d") for role in ("trainer", "explorer")]
     return [
-        str(entry["rank"]), entry["job"], *steps, f"{wall:.1f} s", _number((score or {}).get("final")), _best(score),
-        _number(summary["reward"]["mean"]), _number(summary["throughput"]["train_tokens_per_s"], ".0f"),
-    ]  # fmt: skip
+        str(entry["rank"]),
+        entry["job"],
+        *steps,
+        f"{wall:.1f} s",
+        _number((score or {}).get("final")),
+        _best(score),
+        _number(summary["reward"]["mean"]),
+        _number(summary["throughput"]["train_tokens_per_s"], ".0f"),
+    ]

@@ -13,11 +13,33 @@ import importlib
 from typing import Any, Callable, Dict, Optional, Tuple
 
 ROLE_METHODS = {
-    "explorer": ("is_alive", "progress", "process_ids", "final_metrics", "prepare", "explore", "explore_step",
-                 "evaluate", "benchmark", "sync_weight", "setup_weight_sync_group", "shutdown"),
-    "trainer": ("is_alive", "progress", "process_ids", "final_metrics", "prepare", "train", "train_step",
-                "sync_weight", "save_checkpoint", "shutdown"),
-}  # fmt: skip
+    "explorer": (
+        "is_alive",
+        "progress",
+        "process_ids",
+        "final_metrics",
+        "prepare",
+        "explore",
+        "explore_step",
+        "evaluate",
+        "benchmark",
+        "sync_weight",
+        "setup_weight_sync_group",
+        "shutdown",
+    ),
+    "trainer": (
+        "is_alive",
+        "progress",
+        "process_ids",
+        "final_metrics",
+        "prepare",
+        "train",
+        "train_step",
+        "sync_weight",
+        "save_checkpoint",
+        "shutdown",
+    ),
+}
 ROLE_CLASSES = {"explorer": "trinity.explorer.explorer:Explorer", "trainer": "trinity.trainer.trainer:Trainer"}
 
 

@@ -97,8 +97,14 @@ def score(points: List[tuple]) -> dict:
     start_step, start = points[0]
     final_step, final = points[-1]
     best_step, best = max(points, key=lambda point: point[1])
-    return {"start": start, "start_step": start_step, "final": final, "final_step": final_step, "best": best,
-            "best_step": best_step}  # fmt: skip
+    return {
+        "start": start,
+        "start_step": start_step,
+        "final": final,
+        "final_step": final_step,
+        "best": best,
+        "best_step": best_step,
+    }
 
 
 def main_metric(evals: Dict[str, dict], rewards: List[tuple]) -> Optional[dict]:

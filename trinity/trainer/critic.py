@@ -99,9 +99,13 @@ class Critic:
                 micro = {key: value.to(self.device) for key, value in micro.items()}
                 values = self._forward(micro)
                 loss, metrics = value_loss(
-                    values, micro["values"], micro["returns"], micro["response_mask"],
-                    trainer.critic.cliprange_value, agg_mode,
-                )  # fmt: skip
+                    values,
+                    micro["values"],
+                    micro["returns"],
+                    micro["response_mask"],
+                    trainer.critic.cliprange_value,
+                    agg_mode,
+                )
                 weight = micro_weight(agg_mode, micro["response_mask"], global_tokens, global_rows, world)
                 (loss * weight).backward()
                 for key, value in metrics.items():

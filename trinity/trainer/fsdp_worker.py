@@ -326,8 +326,11 @@ def _reshard(trainer) -> bool:
 
 def _offload(trainer) -> bool:
     fsdp = trainer.fsdp_config
-    return bool(getattr(fsdp, "offload_policy", False) or getattr(fsdp, "param_offload", False)
-                or getattr(fsdp, "optimizer_offload", False))  # fmt: skip
+    return bool(
+        getattr(fsdp, "offload_policy", False)
+        or getattr(fsdp, "param_offload", False)
+        or getattr(fsdp, "optimizer_offload", False)
+    )
 
 
 def _mixed_precision(config: Config) -> Optional[MixedPrecisionPolicy]:

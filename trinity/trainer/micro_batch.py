@@ -44,8 +44,10 @@ def plan(
             step = max(1, micro_size // pair)
             chunked.append([by_length[start : start + step] for start in range(0, len(by_length), step)])
     count = max(len(chunks) for chunks in chunked)
-    return [[[row for unit in sorted(chunk) for row in units[unit]] for chunk in _split_to(chunks, count, widths)]
-            for chunks in chunked]  # fmt: skip
+    return [
+        [[row for unit in sorted(chunk) for row in units[unit]] for chunk in _split_to(chunks, count, widths)]
+        for chunks in chunked
+    ]
 
 
 class _Widths:

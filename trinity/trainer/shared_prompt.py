@@ -44,12 +44,22 @@ def response_logits(model: torch.nn.Module, micro: dict, response_len: int, shar
             return at_response_positions(model(**inputs).logits, response_len)
         return model(**inputs, logits_to_keep=response_len + 1).logits[:, :response_len]
     first, owner = distinct_prompts(ids, mask, prompt_len)
-    prompts = model(input_ids=ids[first, :prompt_len], attention_mask=mask[first, :prompt_len],
-                    position_ids=positions[first, :prompt_len], use_cache=True, logits_to_keep=1)  # fmt: skip
+    prompts = model(
+        input_ids=ids[first, :prompt_len],
+        attention_mask=mask[first, :prompt_len],
+        position_ids=positions[first, :prompt_len],
+        use_cache=True,
+        logits_to_keep=1,
+    )
     cache = prompts.past_key_values
     cache.batch_select_indices(owner)
-    responses = model(input_ids=ids[:, prompt_len:], attention_mask=mask, position_ids=positions[:, prompt_len:],
-                      past_key_values=cache, use_cache=True).logits  # fmt: skip
+    responses = model(
+        input_ids=ids[:, prompt_len:],
+        attention_mask=mask,
+        position_ids=positions[:, prompt_len:],
+        past_key_values=cache,
+        use_cache=True,
+    ).logits
     return torch.cat([prompts.logits[owner], responses[:, : response_len - 1]], dim=1)
 
 

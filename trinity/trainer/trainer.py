@@ -183,13 +183,18 @@ class Trainer:
         critic_rows = self._plan(batch, trainer.critic.ppo_micro_batch_size_per_gpu) if algorithm.use_critic else None
         update_actor = self.step >= trainer.critic_warmup
         tokens, count = int(batch["response_mask"].sum()), batch["input_ids"].shape[0]
-        per_rank = await asyncio.gather(*[
-            worker.train_step.remote(
-                [select(batch, micro) for micro in rows[rank]], tokens, count,
-                [select(batch, micro) for micro in critic_rows[rank]] if critic_rows else None, update_actor,
-            )
-            for rank, worker in enumerate(self.workers)
-        ])  # fmt: skip
+        per_rank = await asyncio.gather(
+            *[
+                worker.train_step.remote(
+                    [select(batch, micro) for micro in rows[rank]],
+                    tokens,
+                    count,
+                    [select(batch, micro) for micro in critic_rows[rank]] if critic_rows else None,
+                    update_actor,
+                )
+                for rank, worker in enumerate(self.workers)
+            ]
+        )
         metrics.update(reduce_rank_metrics(per_rank))
         metrics.update(batch_metrics(batch))
         self.step += 1
@@ -228,8 +233,15 @@ class Trainer:
 
     def _plan(self, batch: Batch, micro_size: int, pair: int = 1):
         trainer = self.config.trainer
-        return plan(batch, len(self.workers), micro_size, trainer.actor.ppo_max_token_len_per_gpu,
-                    trainer.use_dynamic_bsz, trainer.balance_batch, pair)  # fmt: skip
+        return plan(
+            batch,
+            len(self.workers),
+            micro_size,
+            trainer.actor.ppo_max_token_len_per_gpu,
+            trainer.use_dynamic_bsz,
+            trainer.balance_batch,
+            pair,
+        )
 
     async def _per_token(self, method: str, batch: Batch, micro_size: int):
         """[B, R] per-response-token values of the whole batch from a no-grad rank forward (`method`:
@@ -237,10 +249,12 @@ class Trainer:
         import torch
 
         rows = plan(batch, len(self.workers), micro_size, 10**9, False, False)
-        results = await asyncio.gather(*[
-            getattr(worker, method).remote([select(batch, micro) for micro in rank_rows])
-            for worker, rank_rows in zip(self.workers, rows, strict=True)
-        ])  # fmt: skip
+        results = await asyncio.gather(
+            *[
+                getattr(worker, method).remote([select(batch, micro) for micro in rank_rows])
+                for worker, rank_rows in zip(self.workers, rows, strict=True)
+            ]
+        )
         gathered = torch.zeros_like(batch["response_mask"], dtype=torch.float32)
         for rank_rows, rank_results in zip(rows, results, strict=True):
             for micro, values in zip(rank_rows, rank_results, strict=True):
@@ -275,8 +289,9 @@ class Trainer:
         started = time.perf_counter()
         trainer = self.config.trainer
         contents = [str(c) for c in trainer.actor.checkpoint.save_contents]
-        if "hf_model" in contents and not (trainer.save_hf_checkpoint == "always" or
-                                          (final and trainer.save_hf_checkpoint == "last")):  # fmt: skip
+        if "hf_model" in contents and not (
+            trainer.save_hf_checkpoint == "always" or (final and trainer.save_hf_checkpoint == "last")
+        ):
             contents.remove("hf_model")
         job_dir = self.config.checkpoint_job_dir
         directory = actor_dir(job_dir, self.step)

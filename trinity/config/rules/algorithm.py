@@ -12,8 +12,12 @@ def check_algorithm(config: Config, report: Report) -> None:
     for key in REGISTRIES:
         _check_function(algo, key, report)
     if algo.rows_per_example > 1 and algo.repeat_times != algo.rows_per_example:
-        report.note("algorithm.repeat_times", algo.repeat_times, algo.rows_per_example,
-                    f"{algo.algorithm_type.value} reads (chosen, rejected) pairs")  # fmt: skip
+        report.note(
+            "algorithm.repeat_times",
+            algo.repeat_times,
+            algo.rows_per_example,
+            f"{algo.algorithm_type.value} reads (chosen, rejected) pairs",
+        )
         algo.repeat_times = algo.rows_per_example
     _check_kl_penalty(algo, report)
     _check_loss_args(algo, report)
@@ -37,8 +41,9 @@ def _check_function(algo: AlgorithmConfig, key: str, report: Report) -> None:
         return
     args, problems = coerce_args(spec.args, getattr(algo, f"{key}_args"))
     for arg, value, rule in problems:
-        report.problem(f"algorithm.{key}_args.{arg}", value, f"{rule} ({key}={name})",
-                       f"fix or remove algorithm.{key}_args.{arg}")  # fmt: skip
+        report.problem(
+            f"algorithm.{key}_args.{arg}", value, f"{rule} ({key}={name})", f"fix or remove algorithm.{key}_args.{arg}"
+        )
     setattr(algo, f"{key}_args", args)
     if key == "advantage_fn" and spec.grouped and algo.repeat_times == 1:
         report.problem(
@@ -77,8 +82,12 @@ def _check_kl_penalty(algo: AlgorithmConfig, report: Report) -> None:
 def _check_loss_args(algo: AlgorithmConfig, report: Report) -> None:
     loss = algo.policy_loss_fn_args
     if algo.policy_loss_fn == "sapo" and loss.get("tau_neg", 0) < loss.get("tau_pos", 0):
-        report.problem("algorithm.policy_loss_fn_args.tau_neg", loss["tau_neg"], "must be >= tau_pos",
-                       "raise tau_neg or lower tau_pos")  # fmt: skip
+        report.problem(
+            "algorithm.policy_loss_fn_args.tau_neg",
+            loss["tau_neg"],
+            "must be >= tau_pos",
+            "raise tau_neg or lower tau_pos",
+        )
 
 
 def check_reward_shaping(config: Config, report: Report) -> None:
@@ -89,22 +98,30 @@ def check_reward_shaping(config: Config, report: Report) -> None:
         return
     key = "algorithm.advantage_fn_args"
     if args.get("max_response_length") is None:
-        lengths = (config.buffer.explorer_input.taskset.rollout_args.max_tokens,
-                   config.explorer.rollout_model.max_response_tokens, config.model.max_response_tokens)  # fmt: skip
+        lengths = (
+            config.buffer.explorer_input.taskset.rollout_args.max_tokens,
+            config.explorer.rollout_model.max_response_tokens,
+            config.model.max_response_tokens,
+        )
         args["max_response_length"] = next((length for length in lengths if length), None)
     longest = args["max_response_length"]
     if longest is None:
-        report.problem(f"{key}.max_response_length", None, "overlong shaping needs the longest response length",
-                       "set model.max_response_tokens or this argument")  # fmt: skip
+        report.problem(
+            f"{key}.max_response_length",
+            None,
+            "overlong shaping needs the longest response length",
+            "set model.max_response_tokens or this argument",
+        )
         return
     if args.get("overlong_buffer_len") is None:
         args["overlong_buffer_len"] = longest // 5
     if args["overlong_buffer_len"] >= longest:
         report.problem(
-            f"{key}.overlong_buffer_len", args["overlong_buffer_len"],
+            f"{key}.overlong_buffer_len",
+            args["overlong_buffer_len"],
             f"must be below max_response_length ({longest}): the penalty ramps over the last tokens before it",
             f"set it to at most {longest - 1} (0 turns overlong shaping off)",
-        )  # fmt: skip
+        )
 
 
 def _check_extra_inputs(config: Config, report: Report) -> None:

@@ -78,14 +78,15 @@ def _check_feeding(config: Config, report: Report) -> None:
             continue
         explored = "every" if j is None else f"{offset + j * interval}"
         report.problem(
-            "buffer.train_batch_size", buffer.train_batch_size,
+            "buffer.train_batch_size",
+            buffer.train_batch_size,
             f"{per_step} experiences per explore step (batch_size x repeat_times; short steps are topped up) do not "
             f"feed train batches of {per_train}: after {explored} explore steps the explorer waits for weights the "
             "trainer can only publish after more batches than that; the run would deadlock",
             f"use train_batch_size <= {per_step if j is None else per_step * (offset + j * interval) // (j * interval)}"
             + ("" if j == 1 else f" ({per_step} for a run of any length)")
             + ", or raise synchronizer.sync_offset, or use synchronizer.sync_style=trainer_driven",
-        )  # fmt: skip
+        )
         return
 
 
@@ -130,8 +131,12 @@ def _fill_taskset(taskset: TasksetConfig, workflow: str, reward_fn: str, n: int,
     taskset.workflow_type = taskset.workflow_type or workflow
     taskset.reward_fn_type = taskset.reward_fn_type or reward_fn
     args.n = args.n or n
-    for name, engine_name in (("temperature", "temperature"), ("top_p", "top_p"), ("top_k", "top_k"),
-                              ("max_tokens", "max_response_tokens")):  # fmt: skip
+    for name, engine_name in (
+        ("temperature", "temperature"),
+        ("top_p", "top_p"),
+        ("top_k", "top_k"),
+        ("max_tokens", "max_response_tokens"),
+    ):
         if getattr(args, name) is None:
             setattr(args, name, getattr(engine, engine_name))
 

@@ -38,12 +38,20 @@ def check_data_files(config: Config, report: Report) -> List[Problem]:
         if not is_local(path) or _generated(config, local):
             continue
         if not local.exists():  # validation made the path absolute: it names where it looked
-            report.problem(f"{key}.path", path, "no such file or directory",
-                           "point it at a json/jsonl/parquet/csv file, a dataset directory, or a dataset name "
-                           "in the local HF cache")  # fmt: skip
+            report.problem(
+                f"{key}.path",
+                path,
+                "no such file or directory",
+                "point it at a json/jsonl/parquet/csv file, a dataset directory, or a dataset name "
+                "in the local HF cache",
+            )
         elif local.is_file() and local.suffix.lower() not in SUFFIXES:
-            report.problem(f"{key}.path", path, f"{local.suffix or 'a file without suffix'} cannot be loaded",
-                           f"use a file ending in one of {', '.join(SUFFIXES)}")  # fmt: skip
+            report.problem(
+                f"{key}.path",
+                path,
+                f"{local.suffix or 'a file without suffix'} cannot be loaded",
+                f"use a file ending in one of {', '.join(SUFFIXES)}",
+            )
         elif local.is_file():
             warnings += _check_rows(key, path, fmt, columns, report)
     return warnings
@@ -106,11 +114,19 @@ def _check_rows(key: str, path: str, fmt, columns: Columns, report: Report) -> L
         have = ", ".join(summary.columns) or "none"
         missing = summary.missing.get(column, 0)
         if not summary.present.get(column, False):
-            report.problem(setting, column, f"is not a column of {path} (its columns: {have})",
-                           f"set {setting} to the column that holds it, or add the column to the file")  # fmt: skip
+            report.problem(
+                setting,
+                column,
+                f"is not a column of {path} (its columns: {have})",
+                f"set {setting} to the column that holds it, or add the column to the file",
+            )
         elif missing == summary.rows:
-            report.problem(setting, column, f"is null in every one of the {summary.rows} rows of {path}",
-                           f"fill the column in, or set {setting} to the column that holds it")  # fmt: skip
+            report.problem(
+                setting,
+                column,
+                f"is null in every one of the {summary.rows} rows of {path}",
+                f"fill the column in, or set {setting} to the column that holds it",
+            )
         elif missing:
             first = summary.first_missing.get(column)
             at = f"; the first at {first}" if first else ""

@@ -77,33 +77,61 @@ def _share_one_device(config: Config, report: Report) -> None:
     threads of every CPU device of the node (rollout and training take turns, each with all of them)."""
     cluster, rollout = config.cluster, config.explorer.rollout_model
     if cluster.node_num != 1:
-        report.problem("cluster.node_num", cluster.node_num, "colocate runs on one device of one node",
-                       "set cluster.node_num=1, or use mode=both to spread explorer and trainer")  # fmt: skip
+        report.problem(
+            "cluster.node_num",
+            cluster.node_num,
+            "colocate runs on one device of one node",
+            "set cluster.node_num=1, or use mode=both to spread explorer and trainer",
+        )
     if cluster.device_type == DeviceType.cuda and cluster.devices_per_node != 1:
-        report.problem("cluster.gpu_per_node", cluster.devices_per_node, "colocate shares one GPU between "
-                       "the engine and the trainer", "set cluster.gpu_per_node=1, or use mode=both")  # fmt: skip
+        report.problem(
+            "cluster.gpu_per_node",
+            cluster.devices_per_node,
+            "colocate shares one GPU between the engine and the trainer",
+            "set cluster.gpu_per_node=1, or use mode=both",
+        )
     if cluster.device_type == DeviceType.cpu and cluster.cpu_devices_per_node > 1:
         threads = cluster.cpu_devices_per_node * cluster.cpu_threads_per_device
-        report.note("cluster.cpu_threads_per_device", cluster.cpu_threads_per_device, threads,
-                    f"colocate runs one device process with the threads of all {cluster.cpu_devices_per_node} "
-                    "cluster.cpu_devices_per_node")  # fmt: skip
+        report.note(
+            "cluster.cpu_threads_per_device",
+            cluster.cpu_threads_per_device,
+            threads,
+            f"colocate runs one device process with the threads of all {cluster.cpu_devices_per_node} "
+            "cluster.cpu_devices_per_node",
+        )
         cluster.cpu_threads_per_device = threads
     for key, value in (("engine_num", rollout.engine_num), ("tensor_parallel_size", rollout.tensor_parallel_size)):
         if value != 1:
-            report.problem(f"explorer.rollout_model.{key}", value, "colocate runs one engine on its one device",
-                           f"set explorer.rollout_model.{key}=1, or use mode=both")  # fmt: skip
+            report.problem(
+                f"explorer.rollout_model.{key}",
+                value,
+                "colocate runs one engine on its one device",
+                f"set explorer.rollout_model.{key}=1, or use mode=both",
+            )
     for index in served_auxiliaries(config):
-        report.problem(f"explorer.auxiliary_models[{index}]", config.explorer.auxiliary_models[index].model_path,
-                       "colocate has no device for a served auxiliary model", "use mode=both")  # fmt: skip
+        report.problem(
+            f"explorer.auxiliary_models[{index}]",
+            config.explorer.auxiliary_models[index].model_path,
+            "colocate has no device for a served auxiliary model",
+            "use mode=both",
+        )
     for role in ("actor", "critic"):
         parallel = getattr(config.trainer, role).ulysses_sequence_parallel_size
         if parallel != 1:
-            report.problem(f"trainer.{role}.ulysses_sequence_parallel_size", parallel,
-                           "colocate trains on one device", "set it to 1, or use mode=both")  # fmt: skip
+            report.problem(
+                f"trainer.{role}.ulysses_sequence_parallel_size",
+                parallel,
+                "colocate trains on one device",
+                "set it to 1, or use mode=both",
+            )
     if cluster.device_type == DeviceType.cuda and rollout.engine_type == EngineType.vllm:
         if rollout.gpu_memory_utilization > 0.25:
-            report.note("explorer.rollout_model.gpu_memory_utilization", rollout.gpu_memory_utilization, 0.25,
-                        "colocate's trainer shares the GPU with the engine")  # fmt: skip
+            report.note(
+                "explorer.rollout_model.gpu_memory_utilization",
+                rollout.gpu_memory_utilization,
+                0.25,
+                "colocate's trainer shares the GPU with the engine",
+            )
             rollout.gpu_memory_utilization = 0.25
     _check_engines(config, report)
     cluster.devices_per_node = cluster.total_gpu_num = cluster.rollout_gpu_num = 1

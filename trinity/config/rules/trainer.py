@@ -25,9 +25,11 @@ def check_trainer(config: Config, report: Report) -> None:
             )
         elif not any((Path(path).expanduser() / sub / "dcp").is_dir() for sub in ("actor", ".")):
             report.problem(
-                "trainer.resume_from_path", path, "holds no training checkpoint (no actor/dcp)",
+                "trainer.resume_from_path",
+                path,
+                "holds no training checkpoint (no actor/dcp)",
                 "point it at a global_step_N directory a trainer saved (with trainer.save_interval)",
-            )  # fmt: skip
+            )
     if config.mode not in TRAINER_MODES or not devices:
         return
     shard = getattr(getattr(trainer, "fsdp_config", None), "fsdp_size", -1)
