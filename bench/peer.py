@@ -211,7 +211,11 @@ def main() -> None:
         choices=sorted(TRINITY),
         help="trinity contestants (default: the model's; the baselines trl and bare always run)",
     )
+    parser.add_argument("--render", type=Path, help="print the markdown table of a peer JSON file and exit")
     args = parser.parse_args()
+    if args.render:
+        print(markdown(json.loads(args.render.read_text())))
+        return
     contestants = [*(args.contestants or DEFAULT_CONTESTANTS[args.model]), *BASELINES]
     facts = {**run_facts(), "versions": contestant_versions(contestants)}
     with tempfile.TemporaryDirectory() as scratch:
@@ -254,17 +258,47 @@ def contestant_versions(contestants: list) -> dict:
 
 
 def table_row(name: str, rounds: list) -> dict:
-    def median(key: str, of: str = name) -> float:
-        return statistics.median(r[of][key] for r in rounds)
+    def median(key: str) -> float:
+        return statistics.median(r[name][key] for r in rounds)
+
+    def ratio(key: str, to: str) -> float:
+        return statistics.median(r[name][key] / r[to][key] for r in rounds)
 
     return {
         "step_s": median("step_s"),
         "startup_s": median("startup_s"),
         "peak_rss_mb": median("peak_rss_mb"),
-        "vs_bare": statistics.median(r[name]["step_s"] / r["bare"]["step_s"] for r in rounds),
-        "vs_trl": statistics.median(r[name]["step_s"] / r["trl"]["step_s"] for r in rounds),
+        "vs_bare": ratio("step_s", "bare"),
+        "vs_trl": ratio("step_s", "trl"),
+        "rss_vs_trl": ratio("peak_rss_mb", "trl"),
+        "startup_vs_trl": ratio("startup_s", "trl"),
         "load_avg": median("load_avg"),
     }
+
+
+def markdown(record: dict) -> str:
+    """The table of a peer JSON file as markdown, with the facts that place it."""
+    work, versions = record["work"], record["versions"]
+    lines = [
+        f"{record['model']} model, commit {record['commit']}, {record['date']}, {record['machine']['cores']} cores, "
+        f"{len(record['rounds'])} interleaved rounds of {record['steps']} steps (steady state after "
+        f"{record['warmup']}), medians over rounds; load average at the start {record['load_average'][0]:.2f}. "
+        f"Work: {work['prompts']} prompts x {work['group']} samples x <= {work['max_tokens']} tokens, "
+        f"temperature {work['temperature']}, lr {work['lr']:g}, KL {work['kl_loss_fn']} {work['kl_coef']:g}. "
+        f"Versions: trinity's environment torch {versions[next(iter(versions))].get('torch')}, transformers "
+        f"{versions[next(iter(versions))].get('transformers')}; TRL's {versions['trl'].get('trl')} with torch "
+        f"{versions['trl'].get('torch')}, transformers {versions['trl'].get('transformers')} (no vLLM); bare loop's "
+        f"torch {versions['bare'].get('torch')}, transformers {versions['bare'].get('transformers')}.",
+        "",
+        "| contestant | s/step | vs TRL | vs bare | peak RSS MB | RSS vs TRL | start-up s | start-up vs TRL |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for name, row in record["table"].items():
+        lines.append(
+            f"| {name} | {row['step_s']:.3f} | {row['vs_trl']:.2f} | {row['vs_bare']:.2f} | {row['peak_rss_mb']:.0f} | "
+            f"{row['rss_vs_trl']:.2f} | {row['startup_s']:.1f} | {row['startup_vs_trl']:.2f} |"
+        )
+    return "\n".join(lines)
 
 
 def print_table(table: dict, args) -> None:
@@ -272,11 +306,14 @@ def print_table(table: dict, args) -> None:
         f"\nGRPO steps, {args.model} model, {args.rounds} interleaved rounds of {args.steps} steps "
         f"(steady state after {args.warmup}); medians over rounds"
     )
-    print(f"{'':28}{'s/step':>8}{'vs bare':>9}{'vs TRL':>8}{'peak RSS MB':>13}{'start-up s':>12}{'load':>6}")
+    print(
+        f"{'':28}{'s/step':>8}{'vs bare':>9}{'vs TRL':>8}{'peak RSS MB':>13}{'vs TRL':>8}{'start-up s':>12}"
+        f"{'vs TRL':>8}{'load':>6}"
+    )
     for name, row in table.items():
         print(
-            f"{name:28}{row['step_s']:8.3f}{row['vs_bare']:9.2f}{row['vs_trl']:8.2f}"
-            f"{row['peak_rss_mb']:13.0f}{row['startup_s']:12.1f}{row['load_avg']:6.1f}"
+            f"{name:28}{row['step_s']:8.3f}{row['vs_bare']:9.2f}{row['vs_trl']:8.2f}{row['peak_rss_mb']:13.0f}"
+            f"{row['rss_vs_trl']:8.2f}{row['startup_s']:12.1f}{row['startup_vs_trl']:8.2f}{row['load_avg']:6.1f}"
         )
 
 

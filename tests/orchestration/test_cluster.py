@@ -117,14 +117,19 @@ def _assert_finished(root: Path, output: str) -> None:
 
 def test_a_run_joined_by_address_spans_both_nodes(two_nodes, tmp_path):
     """From a working directory the cluster's processes do not share, with relative paths: the checkpoint
-    root, and through it the generated tasksets, are made absolute on the driver before any actor reads them."""
+    root (and through it the generated tasksets) and a user's HF model directory (`model.model_path`) are
+    made absolute on the driver before any actor reads them; the run trains, checkpoints and exports."""
+    from trinity.model.load import resolve_model_path
+
+    shutil.copytree(resolve_model_path(small_config(tmp_path / "build").model), tmp_path / "my-model")
     before = _device_actors(two_nodes.url)
     assert Path.cwd() != tmp_path
-    result = run_cli(
-        *RUN, "checkpoint_root_dir=runs", f"cluster.ray_address={two_nodes.address}", cwd=tmp_path, timeout=WAIT_S
-    )
+    joined = [f"cluster.ray_address={two_nodes.address}", "model.model_path=my-model"]
+    result = run_cli(*RUN, "checkpoint_root_dir=runs", *joined, cwd=tmp_path, timeout=WAIT_S)
     assert result.returncode == 0, result.stderr[-3000:]
     _assert_finished(tmp_path / "runs", result.stdout + result.stderr)
+    export = tmp_path / "runs" / "trinity" / "arithmetic" / f"global_step_{STEPS}" / "actor" / "huggingface"
+    assert (export / "config.json").exists() and (export / "model.safetensors").exists()
     placed = {actor: node for actor, node in _device_actors(two_nodes.url).items() if actor not in before}
     assert len(placed) == 2 and set(placed.values()) == two_nodes.node_ids(), placed  # an engine, a trainer rank
     assert "run summary: arithmetic" in result.stdout
