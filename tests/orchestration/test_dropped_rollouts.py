@@ -42,6 +42,7 @@ def test_the_repro_ends_with_the_filter_named(tmp_path):
     assert f"traceback: {job / 'failure.log'}" in result.stderr and "Ray logs:" in result.stderr
     logged = (job / "failure.log").read_text()
     assert "Traceback" in logged and "ExploreStarved" in logged and "trinity/explorer" in logged, "the actor's frames"
+    assert "\x1b[" not in logged, "plain text, no terminal colours"
 
 
 @pytest.mark.parametrize(

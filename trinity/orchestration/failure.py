@@ -3,11 +3,13 @@ block on the console: which role, the cause's message, the job directory and whe
 traceback (the driver's and the actor's, as Ray chained them) goes to a file in the job directory, so the
 cause is the first thing a reader sees and nothing is lost."""
 
+import re
 import traceback
 from pathlib import Path
 from typing import Optional
 
 FAILURE_LOG = "failure.log"
+_COLOUR = re.compile(r"\x1b\[[0-9;]*m")  # Ray colours the actor's name in the traceback it chains
 
 
 def record_failure(exc: BaseException, job_dir: str) -> Optional[Path]:
@@ -15,7 +17,7 @@ def record_failure(exc: BaseException, job_dir: str) -> Optional[Path]:
     path = Path(job_dir) / FAILURE_LOG
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text("".join(traceback.format_exception(exc)))
+        path.write_text(_COLOUR.sub("", "".join(traceback.format_exception(exc))))
     except OSError:
         return None
     return path
