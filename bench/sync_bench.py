@@ -254,7 +254,11 @@ def main(argv=None) -> dict:
     parser.add_argument("--out", default=str(Path(__file__).parent / "results" / "sync_bench.json"))
     args = parser.parse_args(argv)
 
+    from run_facts import run_facts
+
     from trinity.config import compose, validate
+
+    facts = run_facts()
 
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
     scratch = tempfile.mkdtemp(prefix="sync_bench_")
@@ -278,6 +282,7 @@ def main(argv=None) -> dict:
                     [
                         f"checkpoint_root_dir={scratch}",
                         f"name=bench_{method}",
+                        "stages=[]",  # the default experiment's stages set their own modes and sync methods
                         "mode=both",
                         f"synchronizer.sync_method={method}",
                         "synchronizer.sync_timeout=600",
@@ -299,6 +304,7 @@ def main(argv=None) -> dict:
         ray.shutdown()
         shutil.rmtree(scratch, ignore_errors=True)
     report = {
+        **facts,
         "size_mb": round(size / 2**20, 1),
         "tensors": tensors,
         "repeats": args.repeats,
