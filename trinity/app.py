@@ -31,8 +31,7 @@ def run(cfg: DictConfig) -> dict:
     except JobLockedError as exc:
         raise RunRefused(str(exc)) from None
     except JobError as exc:
-        job_dir = exc.job_dir or validated.configs[0].checkpoint_job_dir
-        block = failure_block(str(exc), job_dir, record_failure(exc, job_dir), ray_logs_dir())
+        block = failure_block(str(exc), exc.job_dir, record_failure(exc, exc.job_dir), ray_logs_dir())
         raise RunFailed(block) from None
 
 

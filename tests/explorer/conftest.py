@@ -81,3 +81,11 @@ def assert_well_formed(engine, prompts, groups, stops: set, max_tokens: int) -> 
             else:
                 assert sample.finish_reason == "length" and len(sample.response_ids) == max_tokens
                 assert not stops & set(sample.response_ids)
+
+
+def addition_tasks(operands, **fields) -> list:
+    """Task dicts asking `a+b=` for each (a, b) of `operands`, ids t0, t1, ...; `fields` are added to each."""
+    return [
+        {"task_id": f"t{i}", "question": f"{a}+{b}=", "answer": str(a + b), **fields}
+        for i, (a, b) in enumerate(operands)
+    ]

@@ -5,6 +5,7 @@ import pytest
 import ray
 
 from tests.conftest import needs_vllm, validated
+from tests.explorer.conftest import addition_tasks
 from trinity.config.topology import served_auxiliaries
 from trinity.explorer.engine_actor import create_engines
 from trinity.explorer.runner import TaskRunner
@@ -41,17 +42,8 @@ def test_runner_gives_workflows_the_judge_engines(tmp_path, ray_cluster, engine_
     judge = create_engines(config, model_index=1, ready_timeout=300)
     try:
         runner = TaskRunner.from_config(config, rollout, [judge])
-        tasks = [
-            {
-                "task_id": f"t{i}",
-                "question": f"{i}+1=",
-                "answer": str(i + 1),
-                "repeat_times": 2,
-                "workflow": "tests.explorer.plugins.JudgedWorkflow",
-                "rollout_args": {"max_tokens": 4},
-            }
-            for i in range(3)
-        ]
+        judged = {"workflow": "tests.explorer.plugins.JudgedWorkflow", "rollout_args": {"max_tokens": 4}}
+        tasks = addition_tasks([(i, 1) for i in range(3)], repeat_times=2, **judged)
         result = runner.run(tasks, batch_id="1")
         assert result.failures == [] and len(result.experiences) == 6
         assert 0 < result.metrics["judge_tokens/mean"] <= 2

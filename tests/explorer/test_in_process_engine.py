@@ -8,6 +8,7 @@ import time
 import pytest
 import torch
 
+from tests.explorer.conftest import addition_tasks
 from trinity.explorer.engine import TaskTimeout
 from trinity.explorer.engine_actor import EngineActor, RemoteEngine
 from trinity.explorer.engine_links import in_process_engine
@@ -42,16 +43,7 @@ def stats(served):
 
 def test_a_wave_of_tasks_is_one_batch_of_the_in_process_engine(spec, served):
     assert in_process_engine("elsewhere") is None, "only a served engine has an in-process link"
-    tasks = [
-        {
-            "task_id": f"t{i}",
-            "question": f"{i}+{i}=",
-            "answer": str(2 * i),
-            "repeat_times": 4,
-            "rollout_args": {"max_tokens": 6},
-        }
-        for i in range(4)
-    ]
+    tasks = addition_tasks([(i, i) for i in range(4)], repeat_times=4, rollout_args={"max_tokens": 6})
     before = stats(served)
     result = TaskRunner([in_process_engine("device")], spec, runner_per_model=4, gather_s=30.0).run(tasks, "3")
     assert result.failures == [] and len(result.experiences) == 16

@@ -10,6 +10,7 @@ import pytest
 import ray
 
 from tests.conftest import needs_vllm, validated
+from tests.explorer.conftest import addition_tasks
 from trinity.config import ConfigError
 from trinity.explorer.dialogue import concatenated, conversations, per_turn
 from trinity.explorer.engine import engine_specs
@@ -129,16 +130,8 @@ def test_what_the_engines_cannot_honour_is_refused_by_name(served, request_args,
 def test_a_workflow_talks_through_the_client_and_its_turns_become_experiences(served):
     config, engines, _ = served
     runner = TaskRunner(engines, engine_specs(config)[0], runner_per_model=2, max_timeout=60.0)
-    tasks = [
-        {
-            "task_id": f"t{i}",
-            "question": f"{i}+1=",
-            "answer": str(i + 1),
-            "repeat_times": 1,
-            "workflow": "tests.explorer.test_openai_api.ChatWorkflow",
-        }
-        for i in range(3)
-    ]
+    chat = "tests.explorer.test_openai_api.ChatWorkflow"
+    tasks = addition_tasks([(i, 1) for i in range(3)], repeat_times=1, workflow=chat)
     result = runner.run(tasks, batch_id="1")
     assert result.failures == [] and len(result.experiences) == 6
     assert sorted(exp.step for exp in result.experiences) == [0, 0, 0, 1, 1, 1]

@@ -20,7 +20,14 @@ import torch
 from safetensors.torch import load_file
 
 from tests.conftest import needs_vllm, problems, validated
-from tests.explorer.conftest import assert_well_formed, base_state, forward_logprobs, read_only, stop_first_state
+from tests.explorer.conftest import (
+    addition_tasks,
+    assert_well_formed,
+    base_state,
+    forward_logprobs,
+    read_only,
+    stop_first_state,
+)
 from trinity.config.explorer import Dtype, EngineType, InferenceModelConfig
 from trinity.config.fields import field_infos
 from trinity.config.runtime import check_runnable
@@ -548,16 +555,7 @@ def test_engine_actors_serve_workflows_and_load_published_weights(ray_cluster, c
         assert {s.model_version for s in served} == {7}
         assert_greedy_agree(served, expected, other_hf.model)
 
-    tasks = [
-        {
-            "task_id": f"t{i}",
-            "question": f"{i}+{i}=",
-            "answer": str(2 * i),
-            "repeat_times": 4,
-            "rollout_args": {"max_tokens": 6},
-        }
-        for i in range(4)
-    ]
+    tasks = addition_tasks([(i, i) for i in range(4)], repeat_times=4, rollout_args={"max_tokens": 6})
     result = TaskRunner.from_config(vllm_config, engines).run(tasks, batch_id="1")
     assert result.failures == [] and len(result.experiences) == 16
     assert {exp.model_version for exp in result.experiences} == {7}

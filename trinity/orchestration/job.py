@@ -79,8 +79,12 @@ def job_bundles(config: Config) -> List[dict]:
 def run_job(config: Config) -> Dict[str, float]:
     """Run `config` to the end; returns the final metrics of its trainer and explorer. The job directory
     is held for the run (`job_lock`): a second run of the same job refuses before it starts anything."""
-    with job_lock(config.checkpoint_job_dir):
-        return _run_held(config)
+    try:
+        with job_lock(config.checkpoint_job_dir):
+            return _run_held(config)
+    except JobError as exc:
+        exc.job_dir = config.checkpoint_job_dir
+        raise
 
 
 def _run_held(config: Config) -> Dict[str, float]:
@@ -96,7 +100,7 @@ def _run_held(config: Config) -> Dict[str, float]:
         _start_actors(config, group, actors, keepers)
         return _run_roles(config, actors)
     except JobError as exc:
-        frozen, exc.job_dir = exc.frozen, config.checkpoint_job_dir
+        frozen = exc.frozen
         raise
     finally:
         _cleanup(config, actors, keepers, frozen)
