@@ -275,7 +275,8 @@ def test_a_lost_node_ends_the_job_and_a_rerun_on_the_other_resumes(two_nodes, tm
                 first.kill()
     text = log.read_text()
     assert first.returncode != 0, text[-3000:]
-    raised = [line for line in text.splitlines() if re.match(r"[\w.]+(Error|Exception): ", line)]
+    # the cause: the failure block's (a role's call failed) or the traceback's last exception (elsewhere)
+    raised = [line for line in text.splitlines() if re.match(r"(\s*cause: .*|[\w.]+)(Error|Exception): ", line)]
     assert raised and re.search(r"unavailable|died|NodeDied|WorkerCrashed", raised[-1]), text[-3000:]  # Ray's words
     lost_at = _latest(job_dir)
     one_node = ["cluster.node_num=1", "cluster.cpu_devices_per_node=2", "cluster.cpu_threads_per_device=1"]
