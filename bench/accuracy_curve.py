@@ -4,27 +4,62 @@ Runs `python -m trinity experiment=NAME` in a fresh checkpoint root, timing it, 
 with --job-dir. Step 0 is where GRPO starts (the GRPO stage evaluates on startup): the SFT checkpoint of a
 preset with a warm-up stage (arithmetic, calculator), the pretrained model of a single-stage one
 (smollm2_math), so the curve shows what GRPO adds. Prints a table, writes JSON (with the commit, date,
-machine and load) and a PNG (drawn like every run's own learning curve, `trinity.orchestration.curves`),
+machine and load) and a PNG (drawn like every run's own learning curve, `trinity.reporting.curves`),
 both named after the preset.
 
     python bench/accuracy_curve.py [--experiment arithmetic|calculator|smollm2_math]
-                                   [--job-dir CKPT_ROOT/trinity/NAME] [--out bench/results] [override ...]
+                                   [--job-dir CKPT_ROOT/trinity/NAME] [--out bench/results] [--smoke] [override ...]
+
+The JSON's `command` is this script's command line, `run_command` the trinity run it made. `--smoke`: the
+preset with 2 steps per stage and an evaluation at GRPO steps 0 and 2 (into bench/results/smoke/ unless
+`--out` says where; its checkpoint root is deleted afterwards), to check the bench runs.
 """
 
 import argparse
-import json
+import shutil
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-from run_facts import run_facts
+from run_facts import SMOKE_DIR, SMOKE_HELP, refuse_docs, run_facts, write_json
 
 from trinity.monitor import read_scalars
-from trinity.orchestration.curves import line_figure
+from trinity.reporting.curves import line_figure
 
 RL_STAGE = "grpo"
+# a smoke run: 2 steps of 4 tasks in every stage, evaluated at GRPO step 0 (the start) and 2
+SMOKE = ["buffer.total_steps=2", "buffer.batch_size=4", "explorer.eval_interval=2", "trainer.save_interval=2"]
+
+
+def smoke_overrides(experiment: str) -> list:
+    """SMOKE, the same step count for every stage before the last (the warm-ups), and a held-out set of 16
+    questions where the preset's built-in data has a size for it."""
+    from trinity.config import compose
+
+    composed = compose([f"experiment={experiment}"])
+    keys = ("buffer.total_steps", "trainer.save_interval")
+    warmups = [f"stages.{i}.{key}=2" for i in range(len(composed.get("stages") or []) - 1) for key in keys]
+    builtin = composed.data.get("builtin")
+    tests = [f"data.{builtin}.test_size=16"] if builtin and "test_size" in (composed.data.get(builtin) or {}) else []
+    return [*SMOKE, *warmups, *tests]
+
+
+def stages_of(experiment: str, root: Path, overrides: list) -> list:
+    """Each stage's name, mode, algorithm and steps, as the run resolves them."""
+    from trinity.config import compose, validate
+
+    configs = validate(compose([f"experiment={experiment}", f"checkpoint_root_dir={root}", *overrides])).configs
+    return [
+        {
+            "name": c.name,
+            "mode": str(getattr(c.mode, "value", c.mode)),
+            "algorithm": str(c.algorithm.algorithm_type),
+            "steps": c.buffer.total_steps,
+        }
+        for c in configs
+    ]
 
 
 def run_preset(experiment: str, root: Path, overrides: list) -> float:
@@ -58,22 +93,32 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--experiment", default="arithmetic", help="the preset (conf/experiment/NAME.yaml)")
     parser.add_argument("--job-dir", type=Path, help="an existing run's job directory (skips running)")
-    parser.add_argument("--out", type=Path, default=Path("bench/results"))
+    parser.add_argument("--out", type=Path, help="the directory of the JSON and PNG (default bench/results)")
+    parser.add_argument("--smoke", action="store_true", help=SMOKE_HELP)
     parser.add_argument("overrides", nargs="*", help="extra overrides of the run")
     args = parser.parse_args()
+    args.out = refuse_docs(args.out or (SMOKE_DIR if args.smoke else Path("bench/results")), args.smoke)
     rooted = [o for o in args.overrides if o.split("=", 1)[0].lstrip("+~") == "checkpoint_root_dir"]
     if rooted:
         raise SystemExit(
             f"{rooted[0]}: the benchmark runs the preset in a fresh checkpoint root of its own; to "
             "read a run made elsewhere, pass its job dir with --job-dir"
         )
-    wall, facts = None, run_facts(["python", "-m", "trinity", f"experiment={args.experiment}", *args.overrides])
-    if args.job_dir is None:
-        root = Path(tempfile.mkdtemp(prefix="trinity_accuracy_"))
-        wall = run_preset(args.experiment, root, args.overrides)
-        args.job_dir = root / "trinity" / args.experiment
-    points = curve(args.job_dir, args.experiment)
-    start = "SFT checkpoint" if (args.job_dir / RL_STAGE).is_dir() else "pretrained model"
+    overrides = [*(smoke_overrides(args.experiment) if args.smoke else []), *args.overrides]
+    wall, facts, root = None, run_facts(smoke=args.smoke), None
+    run_command = ["python", "-m", "trinity", f"experiment={args.experiment}", *overrides]
+    stages = None
+    try:
+        if args.job_dir is None:
+            root = Path(tempfile.mkdtemp(prefix="trinity_accuracy_"))
+            stages = stages_of(args.experiment, root, overrides)
+            wall = run_preset(args.experiment, root, overrides)
+            args.job_dir = root / "trinity" / args.experiment
+        points = curve(args.job_dir, args.experiment)
+        start = "SFT checkpoint" if (args.job_dir / RL_STAGE).is_dir() else "pretrained model"
+    finally:
+        if args.smoke and root is not None:
+            shutil.rmtree(root, ignore_errors=True)
     print(f"{'GRPO step':>9} | {'accuracy':>8} | {'vs start':>8}")
     print("-" * 31)
     for step, value in points:
@@ -81,6 +126,9 @@ def main() -> None:
     best = max(points, key=lambda p: p[1])
     summary = {
         **facts,
+        "run_command": run_command if root is not None else None,
+        "experiment": args.experiment,
+        "stages": stages,
         "job_dir": str(args.job_dir),
         "wall_s": wall,
         "start": start,
@@ -91,12 +139,11 @@ def main() -> None:
     }
     if wall is not None:
         print(f"wall time of the whole experiment: {wall:.0f} s")
-    args.out.mkdir(parents=True, exist_ok=True)
     stem = "accuracy_curve" if args.experiment == "arithmetic" else f"accuracy_curve_{args.experiment}"
-    (args.out / f"{stem}.json").write_text(json.dumps(summary, indent=2) + "\n")
+    write_json(args.out / f"{stem}.json", summary)
     title = f"{args.experiment}: {start} {points[0][1]:.3f} -> GRPO {points[-1][1]:.3f}"
     plot(points, args.out / f"{stem}.png", title, start)
-    print(f"wrote {args.out / stem}.png and .json")
+    print(f"wrote {args.out / stem}.png")
 
 
 if __name__ == "__main__":

@@ -4,18 +4,21 @@ Same Ray queue actor, same batches, one run. Rows:
   raw       a bare actor echoing the same payload bytes (transport floor, no queue logic)
   bytes     queue actor, payloads are to_bytes() (encode + put + get + decode, as QueueWriter/Reader do)
   objects   queue actor, payloads are the Experience objects themselves (Ray pickles them)
-Prints medians and ratios to `raw`, writes JSON. Usage: python bench/buffer_queue.py [--out PATH] [--repeats N]
+Prints medians and ratios to `raw`, writes JSON with the run's facts (bench/run_facts.py).
+
+    python bench/buffer_queue.py [--repeats 15] [--out bench/results/buffer_queue.json] [--smoke]
+
+`--smoke`: one repeat of batches of 4, to check the bench runs.
 """
 
 import argparse
-import json
 import os
 import statistics
 import time
-from pathlib import Path
 
 import ray
 import torch
+from run_facts import SMOKE_HELP, out_path, run_facts, write_json
 
 from trinity.buffer.experience import Experience
 from trinity.buffer.queue_storage import QueueStorage
@@ -34,7 +37,7 @@ class Echo:
         return self.items
 
 
-def experiences(prompt: int, response: int):
+def experiences(prompt: int, response: int, batch: int = BATCH):
     return [
         Experience(
             tokens=torch.randint(0, 30000, (prompt + response,)),
@@ -46,7 +49,7 @@ def experiences(prompt: int, response: int):
             model_version=3,
             info={"use_count": 0},
         )
-        for _ in range(BATCH)
+        for _ in range(batch)
     ]
 
 
@@ -83,15 +86,21 @@ def measure(label: str, batch, queue, echo, repeats: int) -> dict:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--out", default="bench/results/buffer_queue.json")
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", help="the JSON file (default bench/results/buffer_queue.json)")
     parser.add_argument("--repeats", type=int, default=15)
+    parser.add_argument("--smoke", action="store_true", help=SMOKE_HELP)
     args = parser.parse_args()
+    batch = 4 if args.smoke else BATCH
+    if args.smoke:
+        args.repeats = 1
+    out = out_path(args.out, "bench/results/buffer_queue.json", args.smoke)
+    facts = run_facts(smoke=args.smoke)
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
     ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
     queue = ray.remote(QueueStorage).options(num_cpus=0).remote("bench", 100000, None)
     echo = Echo.remote()
-    results = [measure(label, experiences(*size), queue, echo, args.repeats) for label, size in SIZES.items()]
+    results = [measure(label, experiences(*size, batch), queue, echo, args.repeats) for label, size in SIZES.items()]
     ray.shutdown()
     print(f"{'size':<26}{'MB':>7}{'raw ms':>9}{'bytes ms':>10}{'objects ms':>12}{'bytes/raw':>11}{'objects/raw':>13}")
     for r in results:
@@ -99,8 +108,7 @@ def main() -> None:
             f"{r['size']:<26}{r['payload_mb']:>7.2f}{r['raw'] * 1e3:>9.1f}{r['bytes'] * 1e3:>10.1f}"
             f"{r['objects'] * 1e3:>12.1f}{r['bytes'] / r['raw']:>11.2f}{r['objects'] / r['raw']:>13.2f}"
         )
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps({"repeats": args.repeats, "results": results}, indent=2))
+    write_json(out, {**facts, "repeats": args.repeats, "results": results})
 
 
 if __name__ == "__main__":

@@ -4,19 +4,21 @@ Both runs use the same seed, batch and step count on a fresh local Ray cluster o
 each it reports the steady-state step time (median gap between trainer steps), its median split
 (rollout, train, sync, waiting), throughput (trained response tokens per second of step time), the
 peak resident memory of the trainer rank and engine processes, and the ratio off-policy / synchronous.
-Prints a table and writes JSON.
+Prints a table and writes JSON with the run's facts (bench/run_facts.py).
 
-    python bench/e2e.py [--steps 12] [--engine hf|vllm] [--out bench/results/e2e.json] [override ...]
+    python bench/e2e.py [--steps 12] [--engine hf|vllm] [--out bench/results/e2e.json] [--smoke] [override ...]
+
+`--smoke`: 2 steps of 4 tasks a run (one gap between trainer steps), to check the bench runs.
 """
 
 import argparse
-import json
 import statistics
 import tempfile
 import time
 from pathlib import Path
 
 import ray
+from run_facts import SMOKE_HELP, out_path, run_facts, write_json
 
 from trinity.config import compose, validate
 from trinity.monitor import read_scalars
@@ -106,10 +108,15 @@ def run_once(offset: int, steps: int, extra: list, root: Path) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=12)
-    parser.add_argument("--out", default="bench/results/e2e.json")
+    parser.add_argument("--out", help="the JSON file (default bench/results/e2e.json)")
     parser.add_argument("--engine", choices=["hf", "vllm"], default="hf", help="the rollout engine of both runs")
+    parser.add_argument("--smoke", action="store_true", help=SMOKE_HELP)
     parser.add_argument("overrides", nargs="*", help="extra config overrides for both runs")
     args = parser.parse_args()
+    if args.smoke:
+        args.steps, args.overrides = 2, ["buffer.batch_size=4", *args.overrides]
+    out = out_path(args.out, "bench/results/e2e.json", args.smoke)
+    facts = run_facts(smoke=args.smoke)
     with tempfile.TemporaryDirectory() as root:
         extra = [f"explorer.rollout_model.engine_type={args.engine}", *args.overrides]
         results = {offset: run_once(offset, args.steps, extra, Path(root)) for offset in (0, 1)}
@@ -123,14 +130,8 @@ def main() -> None:
     for offset, result in results.items():
         peaks = ", ".join(f"{name} {mb:.0f} MB" for name, mb in sorted(result["peak_rss_mb"].items()))
         print(f"peak RSS, sync_offset={offset}: {peaks}")
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(
-        json.dumps(
-            {"steps": args.steps, "engine": args.engine, "overrides": args.overrides, "results": results}, indent=2
-        )
-    )
-    print(f"wrote {out}")
+    record = {**facts, "steps": args.steps, "engine": args.engine, "overrides": args.overrides}
+    write_json(out, {**record, "results": {str(offset): result for offset, result in results.items()}})
 
 
 if __name__ == "__main__":

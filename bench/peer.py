@@ -22,7 +22,14 @@ loop measured in the same round. Prints a table and writes JSON with the commit,
 command, every contestant's package versions and the work.
 
     python bench/peer.py [--model tiny|larger|smollm2] [--rounds 5] [--steps 16] [--warmup 4] [--out FILE]
-                         [--contestants NAME ...]
+                         [--contestants NAME ...] [--smoke] [--render FILE]
+
+`--render FILE` prints the markdown tables of a peer JSON file as docs/benchmarks.md shows them
+(bench/render_docs.py). `--smoke` checks the bench in seconds, on the tiny model, one round of 3 steps:
+`trinity colocate` and the bare loop, the bare loop run by this environment's python (a smoke run creates no
+baseline environment: that is a pip install of minutes, and CI starts without them; the loop's code is the
+same, only its figures would not be the baseline's); TRL is not installed in trinity's environment, so its
+loop is left out, and the JSON says so.
 """
 
 import argparse
@@ -38,7 +45,7 @@ from pathlib import Path
 
 import psutil
 from peer_envs import ensure_env, versions
-from run_facts import run_facts
+from run_facts import SMOKE_HELP, out_path, run_facts, write_json
 
 from trinity.config import compose, validate
 from trinity.model.load import resolve_model_path
@@ -77,6 +84,10 @@ DEFAULT_CONTESTANTS = {
 }
 BASELINES = ("trl", "bare")
 LOOPS = Path(__file__).with_name("peer_loops.py")
+SMOKE_SKIPPED = {
+    "trl": "a smoke run creates no baseline environment (a pip install of minutes), and TRL is not installed in "
+    "trinity's"
+}
 
 
 def prepare(model: str, root: Path):
@@ -112,7 +123,12 @@ def work_of(config) -> dict:
     }
 
 
-def command(name: str, config, model: str, steps: int, run_dir: Path) -> list:
+def baseline_python(name: str, smoke: bool) -> Path:
+    """The baseline's own environment's python; in a smoke run this environment's (see the module's doc)."""
+    return Path(sys.executable) if smoke else ensure_env(name)
+
+
+def command(name: str, config, model: str, steps: int, run_dir: Path, smoke: bool = False) -> list:
     if name in TRINITY:
         return [
             sys.executable,
@@ -128,7 +144,7 @@ def command(name: str, config, model: str, steps: int, run_dir: Path) -> list:
             "trainer.save_interval=0",
         ]
     work = work_of(config)
-    loop = [str(ensure_env(name)), str(LOOPS), name, "--model-dir", config.model.model_path]
+    loop = [str(baseline_python(name, smoke)), str(LOOPS), name, "--model-dir", config.model.model_path]
     loop += ["--data", config.buffer.explorer_input.taskset.path, "--steps", str(steps)]
     loop += ["--prompts", str(work["prompts"]), "--group", str(work["group"])]
     loop += ["--max-tokens", str(work["max_tokens"]), "--lr", str(work["lr"])]
@@ -153,13 +169,13 @@ def tree_rss_mb(process: psutil.Process) -> float:
     return total / 2**20
 
 
-def run(name: str, config, model: str, steps: int, scratch: Path) -> dict:
+def run(name: str, config, model: str, steps: int, scratch: Path, smoke: bool = False) -> dict:
     """One run of one contestant: its finished-step times, peak tree RSS and start time."""
     run_dir = Path(tempfile.mkdtemp(dir=scratch))
     load = os.getloadavg()[0]
     started = time.time()
     env = {**os.environ, "RAY_AUTH_MODE": "disabled"}
-    argv = command(name, config, model, steps, run_dir)
+    argv = command(name, config, model, steps, run_dir, smoke)
     child = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
     peak, watched = [0.0], psutil.Process(child.pid)
 
@@ -212,19 +228,31 @@ def main() -> None:
         help="trinity contestants (default: the model's; the baselines trl and bare always run)",
     )
     parser.add_argument("--render", type=Path, help="print the markdown table of a peer JSON file and exit")
+    parser.add_argument("--smoke", action="store_true", help=SMOKE_HELP)
     args = parser.parse_args()
     if args.render:
-        print(markdown(json.loads(args.render.read_text())))
+        from render_docs import peer_tables
+
+        print(peer_tables(json.loads(args.render.read_text())))
         return
-    contestants = [*(args.contestants or DEFAULT_CONTESTANTS[args.model]), *BASELINES]
-    facts = {**run_facts(), "versions": contestant_versions(contestants)}
+    skipped = {}
+    if args.smoke:
+        args.model, args.rounds, args.steps, args.warmup = "tiny", 1, 3, 1
+        args.contestants, skipped = args.contestants or ["trinity colocate"], SMOKE_SKIPPED
+    out = out_path(args.out, f"bench/results/peer_{args.model}.json", args.smoke)
+    contestants = [*(args.contestants or DEFAULT_CONTESTANTS[args.model]), *(b for b in BASELINES if b not in skipped)]
+    facts = {
+        **run_facts(smoke=args.smoke),
+        "versions": contestant_versions(contestants, args.smoke),
+        "skipped": skipped,
+    }
     with tempfile.TemporaryDirectory() as scratch:
         config = prepare(args.model, Path(scratch))
         rounds = []
         for number in range(args.rounds):
             rounds.append(
                 {
-                    name: summarise(run(name, config, args.model, args.steps, Path(scratch)), args.warmup)
+                    name: summarise(run(name, config, args.model, args.steps, Path(scratch), args.smoke), args.warmup)
                     for name in contestants
                 }
             )
@@ -232,36 +260,24 @@ def main() -> None:
         work = work_of(config)
     table = {name: table_row(name, rounds) for name in contestants}
     print_table(table, args)
-    out = Path(args.out or f"bench/results/peer_{args.model}.json")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(
-        json.dumps(
-            {
-                **facts,
-                "model": args.model,
-                "steps": args.steps,
-                "warmup": args.warmup,
-                "work": work,
-                "rounds": rounds,
-                "table": table,
-            },
-            indent=2,
-        )
-    )
-    print(f"wrote {out}")
+    record = {**facts, "model": args.model, "steps": args.steps, "warmup": args.warmup, "work": work}
+    write_json(out, {**record, "rounds": rounds, "table": table})
 
 
-def contestant_versions(contestants: list) -> dict:
+def contestant_versions(contestants: list, smoke: bool = False) -> dict:
     """Each contestant's package versions: trinity's own environment for trinity, each baseline's for it."""
     mine = versions(Path(sys.executable))
-    return {name: mine if name in TRINITY else versions(ensure_env(name)) for name in contestants}
+    return {name: mine if name in TRINITY else versions(baseline_python(name, smoke)) for name in contestants}
 
 
 def table_row(name: str, rounds: list) -> dict:
     def median(key: str) -> float:
         return statistics.median(r[name][key] for r in rounds)
 
-    def ratio(key: str, to: str) -> float:
+    def ratio(key: str, to: str):
+        """The median over rounds of the ratio to `to`; None when `to` did not run (a smoke run's TRL)."""
+        if to not in rounds[0]:
+            return None
         return statistics.median(r[name][key] / r[to][key] for r in rounds)
 
     return {
@@ -276,31 +292,6 @@ def table_row(name: str, rounds: list) -> dict:
     }
 
 
-def markdown(record: dict) -> str:
-    """The table of a peer JSON file as markdown, with the facts that place it."""
-    work, versions = record["work"], record["versions"]
-    lines = [
-        f"{record['model']} model, commit {record['commit']}, {record['date']}, {record['machine']['cores']} cores, "
-        f"{len(record['rounds'])} interleaved rounds of {record['steps']} steps (steady state after "
-        f"{record['warmup']}), medians over rounds; load average at the start {record['load_average'][0]:.2f}. "
-        f"Work: {work['prompts']} prompts x {work['group']} samples x <= {work['max_tokens']} tokens, "
-        f"temperature {work['temperature']}, lr {work['lr']:g}, KL {work['kl_loss_fn']} {work['kl_coef']:g}. "
-        f"Versions: trinity's environment torch {versions[next(iter(versions))].get('torch')}, transformers "
-        f"{versions[next(iter(versions))].get('transformers')}; TRL's {versions['trl'].get('trl')} with torch "
-        f"{versions['trl'].get('torch')}, transformers {versions['trl'].get('transformers')} (no vLLM); bare loop's "
-        f"torch {versions['bare'].get('torch')}, transformers {versions['bare'].get('transformers')}.",
-        "",
-        "| contestant | s/step | vs TRL | vs bare | peak RSS MB | RSS vs TRL | start-up s | start-up vs TRL |",
-        "|---|---|---|---|---|---|---|---|",
-    ]
-    for name, row in record["table"].items():
-        lines.append(
-            f"| {name} | {row['step_s']:.3f} | {row['vs_trl']:.2f} | {row['vs_bare']:.2f} | {row['peak_rss_mb']:.0f} | "
-            f"{row['rss_vs_trl']:.2f} | {row['startup_s']:.1f} | {row['startup_vs_trl']:.2f} |"
-        )
-    return "\n".join(lines)
-
-
 def print_table(table: dict, args) -> None:
     print(
         f"\nGRPO steps, {args.model} model, {args.rounds} interleaved rounds of {args.steps} steps "
@@ -310,10 +301,15 @@ def print_table(table: dict, args) -> None:
         f"{'':28}{'s/step':>8}{'vs bare':>9}{'vs TRL':>8}{'peak RSS MB':>13}{'vs TRL':>8}{'start-up s':>12}"
         f"{'vs TRL':>8}{'load':>6}"
     )
+
+    def ratio(value, width: int) -> str:
+        return f"{value:{width}.2f}" if value is not None else f"{'-':>{width}}"
+
     for name, row in table.items():
         print(
-            f"{name:28}{row['step_s']:8.3f}{row['vs_bare']:9.2f}{row['vs_trl']:8.2f}{row['peak_rss_mb']:13.0f}"
-            f"{row['rss_vs_trl']:8.2f}{row['startup_s']:12.1f}{row['startup_vs_trl']:8.2f}{row['load_avg']:6.1f}"
+            f"{name:28}{row['step_s']:8.3f}{ratio(row['vs_bare'], 9)}{ratio(row['vs_trl'], 8)}"
+            f"{row['peak_rss_mb']:13.0f}{ratio(row['rss_vs_trl'], 8)}{row['startup_s']:12.1f}"
+            f"{ratio(row['startup_vs_trl'], 8)}{row['load_avg']:6.1f}"
         )
 
 

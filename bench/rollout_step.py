@@ -5,19 +5,21 @@ model. Baseline, measured in the same run: the same rows as one `generate` call 
 (the floor for any runner: one batch, no Ray, no workflow, no reward). More concurrent runners let
 the actor merge tasks into bigger batches; the ratio column shows what that buys.
 
-    python bench/rollout_step.py [--tasks 8 --repeat 8 --tokens 8 --repeats 5]
+    python bench/rollout_step.py [--tasks 8 --repeat 8 --tokens 8 --repeats 5] [--out FILE] [--smoke]
+
+Writes JSON with the run's facts (bench/run_facts.py). `--smoke`: 2 tasks x 2 samples x 2 tokens, one
+repeat, to check the bench runs.
 """
 
 import argparse
-import json
 import os
 import statistics
 import tempfile
 import time
-from pathlib import Path
 
 import ray
 import torch
+from run_facts import SMOKE_HELP, out_path, run_facts, write_json
 
 from trinity.config import compose, validate
 from trinity.explorer.backends import create_engine
@@ -43,8 +45,13 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=8)
     parser.add_argument("--tokens", type=int, default=8)
     parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--out", default="bench/results/rollout_step.json")
+    parser.add_argument("--out", help="the JSON file (default bench/results/rollout_step.json)")
+    parser.add_argument("--smoke", action="store_true", help=SMOKE_HELP)
     args = parser.parse_args()
+    if args.smoke:
+        args.tasks, args.repeat, args.tokens, args.repeats = 2, 2, 2, 1
+    out = out_path(args.out, "bench/results/rollout_step.json", args.smoke)
+    facts = run_facts(smoke=args.smoke)
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
     torch.set_num_threads(1)  # like an engine actor (cluster.cpu_threads_per_device=1)
 
@@ -85,10 +92,8 @@ def main() -> None:
     print(f"{'runners':>7} {'step s':>8} {'ratio':>6}")
     for row in rows:
         print(f"{row['runner_per_model']:>7} {row['step_s']:>8.3f} {row['over_one_batch']:>6.2f}")
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({**vars(args), "baseline_s": baseline, "rows": rows}, indent=2) + "\n")
-    print(f"wrote {out}")
+    work = {key: getattr(args, key) for key in ("tasks", "repeat", "tokens", "repeats")}
+    write_json(out, {**facts, **work, "baseline_s": baseline, "rows": rows})
 
 
 if __name__ == "__main__":

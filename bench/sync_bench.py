@@ -13,13 +13,15 @@ The row memory_vs_object_store compares the memory method with Ray's bare transp
 and copy into the model in the explorer, no Synchronizer): the memcpy baseline is one copy, while anything
 that crosses the object store and is copied into a model makes two.
 
-    python bench/sync_bench.py [--size-mb 256] [--repeats 3] [--out bench/results/sync_bench.json]
+    python bench/sync_bench.py [--size-mb 256] [--repeats 3] [--out bench/results/sync_bench.json] [--smoke]
+
+Writes JSON with the run's facts (bench/run_facts.py). `--smoke`: 4 MiB, one repeat and no warm-up, to check
+the bench runs.
 """
 
 import argparse
 import asyncio
 import datetime
-import json
 import os
 import shutil
 import statistics
@@ -251,14 +253,18 @@ def main(argv=None) -> dict:
         "checkpoint method reaches its steady state (superseded dumps deleted, their pages reused) after 3",
     )
     parser.add_argument("--bucket-mb", type=float, default=None, help="nccl bucket size (default: the backend's)")
-    parser.add_argument("--out", default=str(Path(__file__).parent / "results" / "sync_bench.json"))
+    parser.add_argument("--out", help="the JSON file (default bench/results/sync_bench.json)")
+    parser.add_argument("--smoke", action="store_true", help="4 MiB, one repeat, no warm-up: check the bench runs")
     args = parser.parse_args(argv)
 
-    from run_facts import run_facts
+    from run_facts import out_path, run_facts, write_json
 
     from trinity.config import compose, validate
 
-    facts = run_facts()
+    if args.smoke:
+        args.size_mb, args.repeats, args.warmup = 4, 1, 0
+    out = out_path(args.out, str(Path(__file__).parent / "results" / "sync_bench.json"), args.smoke)
+    facts = run_facts(smoke=args.smoke)
 
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
     scratch = tempfile.mkdtemp(prefix="sync_bench_")
@@ -315,9 +321,7 @@ def main(argv=None) -> dict:
         "results": results,
     }
     print_table(report)
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(report, indent=2) + "\n")
-    print(f"wrote {args.out}")
+    write_json(out, report)
     return report
 
 

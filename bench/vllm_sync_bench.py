@@ -21,12 +21,16 @@ them back needs the test's identity trick, too slow for a benchmark loop).
 
     python bench/vllm_sync_bench.py [--models tiny,h512-l8] [--methods memory,checkpoint,nccl]
                                     [--repeats 5] [--warmup 2] [--out bench/results/vllm_sync_bench.json]
+                                    [--smoke]
+
+Writes JSON with the run's facts (bench/run_facts.py). `--smoke`: the tiny model, one round and no warm-up,
+the memory method unless `--methods` names others (each method starts an engine of its own, ~25 s here), to
+check the bench runs.
 """
 
 import argparse
 import asyncio
 import datetime
-import json
 import os
 import statistics
 import sys
@@ -38,6 +42,7 @@ from pathlib import Path
 import ray
 import torch
 import torch.distributed as dist
+from run_facts import SMOKE_HELP, out_path, run_facts, write_json
 
 from trinity.config import compose, validate
 from trinity.explorer.engine import engine_specs
@@ -310,11 +315,17 @@ def free_port() -> int:
 def main(argv=None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", default=",".join(MODELS))
-    parser.add_argument("--methods", default=",".join(METHODS))
+    parser.add_argument("--methods", help=f"default {','.join(METHODS)}; in a smoke run memory")
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--warmup", type=int, default=2)
-    parser.add_argument("--out", default=str(Path(__file__).parent / "results" / "vllm_sync_bench.json"))
+    parser.add_argument("--out", help="the JSON file (default bench/results/vllm_sync_bench.json)")
+    parser.add_argument("--smoke", action="store_true", help=SMOKE_HELP)
     args = parser.parse_args(argv)
+    if args.smoke:
+        args.models, args.repeats, args.warmup = "tiny", 1, 0
+    args.methods = args.methods or ("memory" if args.smoke else ",".join(METHODS))
+    out = out_path(args.out, str(Path(__file__).parent / "results" / "vllm_sync_bench.json"), args.smoke)
+    facts = run_facts(smoke=args.smoke)
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
     rows = []
     with tempfile.TemporaryDirectory(prefix="vllm_sync_bench_") as scratch:
@@ -335,6 +346,7 @@ def main(argv=None) -> dict:
         finally:
             ray.shutdown()
     report = {
+        **facts,
         "repeats": args.repeats,
         "warmup": args.warmup,
         "load": os.getloadavg()[0],
@@ -342,11 +354,8 @@ def main(argv=None) -> dict:
         "device": "cpu",
         "rows": rows,
     }
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(report, indent=2) + "\n")
     print_table(report)
-    print(f"wrote {out}")
+    write_json(out, report)
     return report
 
 

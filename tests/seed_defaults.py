@@ -192,6 +192,7 @@ OURS = {
     "set_taskset_args": {f"{TS}.rollout_args.temperature": None},
     "set_kl_penalty": "none",
     "set_kl_ctrl_type": False,
+    "set_sync_method": None,
 }
 
 

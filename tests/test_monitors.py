@@ -13,9 +13,9 @@ from tests.conftest import problems
 from tests.orchestration.conftest import SMALL
 from trinity.config import compose, validate
 from trinity.monitor import sqlite_uri
-from trinity.orchestration.report import report
 from trinity.orchestration.stages import run_experiment
-from trinity.orchestration.summary import read_summary
+from trinity.reporting.report import report
+from trinity.reporting.summary import read_summary
 
 STEPS = 2
 RUN = [*SMALL, f"buffer.total_steps={STEPS}", "trainer.save_interval=0"]

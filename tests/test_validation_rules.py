@@ -23,6 +23,9 @@ BAD = {
     "colocate on two nodes": (["mode=colocate", "cluster.node_num=2"], "cluster.node_num"),
     "colocate on two GPUs": (["mode=colocate", "cluster.gpu_per_node=2"], "cluster.gpu_per_node"),
     "colocate by checkpoint": (["mode=colocate", "synchronizer.sync_method=checkpoint"], "synchronizer.sync_method"),
+    "colocate by nccl": (["mode=colocate", "synchronizer.sync_method=nccl"], "synchronizer.sync_method"),
+    "explore by memory": (["mode=explore", "synchronizer.sync_method=memory"], "synchronizer.sync_method"),
+    "sft by nccl": (["algorithm=sft", DATASET, "synchronizer.sync_method=nccl"], "synchronizer.sync_method"),
     "colocate with sequence parallel": (
         ["mode=colocate", "trainer.actor.ulysses_sequence_parallel_size=2"],
         "trainer.actor.ulysses_sequence_parallel_size",
@@ -238,19 +241,20 @@ def test_offline_algorithms_force_checkpoint_sync_and_train_mode():
     assert config.buffer.trainer_input.experience_buffer.format.prompt_type.value == "messages"
 
 
-def test_non_both_modes_turn_nccl_into_checkpoint():
-    config = validated("mode=explore", "synchronizer.sync_method=nccl").configs[0]
-    assert config.synchronizer.sync_method.value == "checkpoint"
+@pytest.mark.parametrize("mode, derived", [("both", "nccl"), ("colocate", "memory"), ("explore", "checkpoint")])
+def test_an_empty_sync_method_is_derived_from_the_mode(mode, derived):
+    result = validated(f"mode={mode}")
+    assert result.configs[0].synchronizer.sync_method.value == derived
+    assert "synchronizer.sync_method" not in {note.key for note in result.notes}, "derived, not changed"
 
 
 def test_colocate_is_one_device_with_every_thread_and_memory_sync():
-    result = validated("mode=colocate", "synchronizer.sync_method=nccl")
+    result = validated("mode=colocate", "synchronizer.sync_method=memory")
     cluster, sync = result.configs[0].cluster, result.configs[0].synchronizer
     assert (cluster.total_gpu_num, cluster.rollout_gpu_num, cluster.trainer_gpu_num) == (1, 1, 1)
     assert cluster.cpu_threads_per_device == 2, "the threads of both CPU devices, for whichever phase runs"
     assert sync.sync_method.value == "memory"
-    notes = {note.key: note for note in result.notes}
-    assert {"cluster.cpu_threads_per_device", "synchronizer.sync_method"} <= set(notes)
+    assert "cluster.cpu_threads_per_device" in {note.key for note in result.notes}
 
 
 def test_fresh_run_never_reuses_a_non_empty_job_dir(tmp_path):

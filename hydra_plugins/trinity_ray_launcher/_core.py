@@ -172,12 +172,12 @@ def _run_remote(hydra_context, sweep_config: DictConfig, task_function, singleto
     """A job inside a Ray task: restore the driver's Hydra state, then run it like any launcher, with
     the job's config as the driver validated it handed over (None for a config that is not trinity's).
     A generator task: it yields the job's console output and progress to the driver as they happen
-    (`trinity.orchestration.console`), then its JobReturn.
+    (`trinity.reporting.console`), then its JobReturn.
 
     The version base is restored explicitly: a reused worker may hold another app's (importing an app
     module runs its @hydra.main), and it decides whether the job changes directory."""
-    from trinity.orchestration.console import relayed
     from trinity.orchestration.handoff import handed_over
+    from trinity.reporting.console import relayed
 
     setup_globals()
     Singleton.set_state(singleton_state)
@@ -201,7 +201,7 @@ def _run_on_ray(launcher, sweep_configs: List[DictConfig], validated: list) -> L
     import ray
 
     from trinity.orchestration.cluster import connect
-    from trinity.orchestration.console import drive
+    from trinity.reporting.console import drive
 
     trinity_jobs = [v for v in validated if v is not None]
     if trinity_jobs:
@@ -235,7 +235,7 @@ def _report(launcher, results: List[JobReturn], validated: list) -> None:
     """Print the end-of-run tables here, on the driver, from the summaries the completed trinity jobs
     wrote; a batch of several jobs is compared as a sweep (files in the sweep dir). A failed job's error
     is Hydra's to raise."""
-    from trinity.orchestration.report import report
+    from trinity.reporting.report import report
 
     finished = [v for r, v in zip(results, validated, strict=True) if v is not None and r.status == JobStatus.COMPLETED]
     if finished:

@@ -13,6 +13,7 @@ from trinity.algorithm.advantage_fn import (
     GRPOAdvantage,
     OnPolicyDistillAdvantage,
     OPMDAdvantage,
+    RAFTFilter,
     ReinforceAdvantage,
     ReinforcePlusPlusAdvantage,
     RemaxAdvantage,
@@ -153,6 +154,21 @@ def test_asymre_shifts_the_group_mean():
     formulas.assert_close(AsymREAdvantage(baseline_shift=-0.1)(batch)["advantages"], per_token(batch, expected))
 
 
+@pytest.mark.parametrize("threshold", [0.5, 1.5])
+def test_raft_keeps_each_group_s_best_at_or_above_the_threshold(threshold):
+    batch = make_batch()
+    out = RAFTFilter(reward_threshold=threshold)(batch)
+    groups = groups_of(ROWS)
+    keep = [reward == max(groups[task]) and reward >= threshold for task, reward, _ in ROWS]
+    assert out["keep"].tolist() == keep  # 0.5: a's 1.0, b's tied 0.5s, c's lone 2.0; 1.5: c's 2.0 alone
+    formulas.assert_close(out["advantages"], per_token(batch, [float(k) for k in keep]))
+    assert out["metrics"]["filtered_count"] == len(groups) - len(
+        {task for (task, _, _), k in zip(ROWS, keep, strict=True) if k}
+    )
+    assert out["metrics"]["kept_share"] == pytest.approx(sum(keep) / len(ROWS))
+    assert out["metrics"]["reward_threshold"] == threshold
+
+
 def test_on_policy_distill():
     teacher = [[-0.5 * (j + 1) for j in range(length)] for _, _, length in ROWS]
     batch = make_batch(teacher_logprobs=teacher)
@@ -163,7 +179,10 @@ def test_on_policy_distill():
         [2.0 * (t - o) if m else 0.0 for t, o, m in zip(*rows, strict=True)]
         for rows in zip(padded, old, mask, strict=True)
     ]
-    formulas.assert_close(OnPolicyDistillAdvantage(kl_coef=2.0)(batch)["advantages"], expected)
+    out = OnPolicyDistillAdvantage(kl_coef=2.0)(batch)
+    formulas.assert_close(out["advantages"], expected)
+    trained = [(o - t) for rows in zip(padded, old, mask, strict=True) for t, o, m in zip(*rows, strict=True) if m]
+    assert out["metrics"]["reverse_kl"] == pytest.approx(sum(trained) / len(trained))
 
 
 # ---- token-level (trainer-side) functions on hand-made [B, R] batches ---------------------------

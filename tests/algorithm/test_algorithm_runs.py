@@ -21,6 +21,7 @@ from trinity.job_layout import completed_steps
 from trinity.monitor import read_scalars
 from trinity.orchestration.job import run_job
 from trinity.orchestration.stages import run_experiment
+from trinity.reporting.summary import read_summary
 
 SHORT = [
     *(override for override in SMALL if override != "stages=[]"),
@@ -32,8 +33,14 @@ SHORT = [
 ]
 
 
+ACCURACY = "eval/arithmetic_test/accuracy/mean"
+
 # mix fills half of each train batch with expert rows: a batch of 32 takes one explore step's 16 rollouts
-OWN_BATCH = {AlgorithmType.mix: ["buffer.train_batch_size=32"]}
+# raft keeps right answers only (reward_threshold 1.0), which a 2-step warm-up never gives: keep each group's best
+OWN_BATCH = {
+    AlgorithmType.mix: ["buffer.train_batch_size=32"],
+    AlgorithmType.raft: ["+algorithm.advantage_fn_args.reward_threshold=0.0"],
+}
 
 
 @pytest.fixture(scope="module")
@@ -59,6 +66,24 @@ def test_two_train_steps_from_the_default_experiment(ray_cluster, experiment_roo
         assert completed_steps(job) == [1, 2]
     assert len(losses(job)) == 2 and all(math.isfinite(v) for v in losses(job)), losses(job)
     check_type_specific_metrics(kind, job)
+    check_held_out_scores(kind, job)
+
+
+def check_held_out_scores(kind: AlgorithmType, job: str) -> None:
+    """Train-mode types (sft, dpo) have no explorer, yet their summary has a held-out accuracy at the start and
+    the end (the evaluation after training: start and each checkpoint); a distillation stage shows its teacher's."""
+    summary = read_summary(job)
+    if ALGORITHM_SCHEMAS[kind].schema != DataSchema.experience:
+        accuracy = summary["eval"][ACCURACY]
+        assert (accuracy["start_step"], accuracy["final_step"]) == (0, 2), accuracy
+    teacher = summary["teacher"]
+    if kind == AlgorithmType.on_policy_distill:
+        assert teacher["model_path"].endswith("sft_warmup/global_step_2/actor/huggingface")
+        assert 0.0 <= teacher["eval"][ACCURACY] <= 1.0
+        distance = teacher["reverse_kl"]
+        assert (distance["start_step"], distance["final_step"]) == (1, 2) and distance["final"] > 0, distance
+    else:
+        assert teacher is None
 
 
 def check_type_specific_metrics(kind: AlgorithmType, job: str) -> None:

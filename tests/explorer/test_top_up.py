@@ -66,19 +66,20 @@ def test_a_tally_sums_its_reads_and_names_filtered_groups():
     assert metrics["advantage/filtered_count"] == 3.0
     assert metrics["rollout/tasks"] == 4.0 and metrics["rollout/experiences"] == 8.0
     assert metrics["rollout/reward/mean"] == 5 / 8
-    assert tally.causes(0.0, 2).startswith("3 of 4 groups filtered by std_threshold=0.0")
+    assert tally.causes("std_threshold=0.0", 2).startswith("3 of 4 groups filtered by std_threshold=0.0")
 
 
-def test_all_groups_filtered_says_the_rewards_have_no_variance():
+def test_all_groups_filtered_names_the_filter_s_rule():
     tally = StepTally()
     for task in ("0", "1"):
         flat = experiences(task, [0.0, 0.0])
         tally.add(result(flat, tasks=1), 1, [], {"filtered_count": 1.0})
-    error = still_short("explorer", 3, 16, tally, 1, tally.causes(0.0, 2))
+    rule = "std_threshold=0.0 (groups whose rewards do not vary)"
+    error = still_short("explorer", 3, 16, tally, 1, tally.causes(rule, 2))
     assert str(error) == (
         "explorer 'explorer': explore step 3 left the trainer's batch 16 experience(s) short after 1 extra explore "
-        "steps (explorer.max_extra_explore_steps=1): all 2 groups filtered by std_threshold=0.0 for 2 steps: rewards "
-        "have no variance; lower the threshold or check the reward function"
+        "steps (explorer.max_extra_explore_steps=1): all 2 groups filtered by std_threshold=0.0 (groups whose "
+        "rewards do not vary) for 2 steps: no group passes; lower the threshold or check the reward function"
     )
 
 
@@ -86,7 +87,7 @@ def test_failed_tasks_are_named_with_the_last_error():
     failure = TaskFailure("7", 3, "RuntimeError: reward exploded", False)
     tally = StepTally()
     tally.add(result(experiences("0", [1.0, 0.0]), [failure]), 2, experiences("0", [1.0, 0.0]), {})
-    assert tally.causes(None, 2) == "1 of 2 tasks failed (last error: RuntimeError: reward exploded)"
+    assert tally.causes("", 2) == "1 of 2 tasks failed (last error: RuntimeError: reward exploded)"
     assert not tally.nothing_but_failures()
 
 
@@ -106,4 +107,4 @@ def test_workflows_that_return_too_few_experiences_are_named():
     tally = StepTally()
     one = experiences("0", [1.0])
     tally.add(result(one, tasks=1), 1, one, {})
-    assert tally.causes(None, 4) == "the workflows returned 1 experiences where 4 were expected"
+    assert tally.causes("", 4) == "the workflows returned 1 experiences where 4 were expected"

@@ -25,7 +25,7 @@ import pytest
 from tests.conftest import REPO, run_cli
 from tests.orchestration.conftest import SMALL, small_config, wait_for
 from trinity.monitor import read_scalars
-from trinity.orchestration.summary import read_summary
+from trinity.reporting.summary import read_summary
 
 pytestmark = pytest.mark.cluster
 

@@ -12,8 +12,8 @@ import time
 import pytest
 import ray
 
-from trinity.orchestration import console
-from trinity.orchestration.progress import ProgressBar
+from trinity.reporting import console
+from trinity.reporting.progress import ProgressBar
 
 PROGRESS = {
     "trainer": {"total_steps": 4, "train_step": 1},

@@ -7,7 +7,7 @@ import torch
 
 from tests.conftest import run_cli
 from tests.orchestration.conftest import SMALL
-from trinity.orchestration.summary import read_summary
+from trinity.reporting.summary import read_summary
 
 STEPS = 2
 RUN = [

@@ -15,9 +15,9 @@ from tests.orchestration.conftest import SMALL
 from trinity.config import compose, validate
 from trinity.job_layout import actor_dir, completed_steps, latest_step
 from trinity.monitor import read_scalars
-from trinity.orchestration.report import report
 from trinity.orchestration.stages import run_experiment
-from trinity.orchestration.summary import read_summary
+from trinity.reporting.report import report
+from trinity.reporting.summary import read_summary
 
 ACCURACY = "eval/arithmetic_test/accuracy/mean"
 REWARD = "rollout/reward/mean"
@@ -56,7 +56,9 @@ def assert_where(summary: dict, job_dir: str) -> None:
     assert paths["tensorboard_command"] == f"tensorboard --logdir {job_dir}/monitor/tensorboard"
 
 
-def test_the_warm_up_stage_summary_has_steps_throughput_and_no_curve(staged):
+def test_the_warm_up_stage_summary_has_steps_throughput_and_its_held_out_scores(staged):
+    """A train-mode stage explores nothing; its held-out sets are evaluated after it, on its start and its
+    checkpoints (a bench job in its job dir), so its summary and curve have held-out scores too."""
     validated, _ = staged
     job_dir = validated.configs[0].checkpoint_job_dir
     summary = read_summary(job_dir)
@@ -64,8 +66,11 @@ def test_the_warm_up_stage_summary_has_steps_throughput_and_no_curve(staged):
     assert summary["steps"] == {"trainer": 2, "explorer": None} and summary["wall_s"] > 0
     tokens = [value for _, value in points(job_dir, "perf/tokens_per_second")]
     assert summary["throughput"]["train_tokens_per_s"] == pytest.approx(statistics.fmean(tokens))
-    assert summary["eval"] == {} and summary["main_metric"] is None and summary["reward"]["mean"] is None
-    assert summary["paths"]["learning_curve"] is None and not Path(job_dir, "learning_curve.png").exists()
+    accuracy = points(job_dir, ACCURACY)
+    assert [step for step, _ in accuracy] == [0, 2], "the start and the one checkpoint"
+    assert summary["eval"][ACCURACY]["start"] == accuracy[0][1] and summary["eval"][ACCURACY]["final"] == accuracy[1][1]
+    assert summary["main_metric"]["tag"] == ACCURACY and summary["reward"]["mean"] is None
+    assert Path(summary["paths"]["learning_curve"]).exists() and summary["teacher"] is None
     assert_where(summary, job_dir)
 
 

@@ -6,10 +6,9 @@ from pathlib import Path
 import yaml
 from streamlit.testing.v1 import AppTest
 
-from tests.conftest import REPO
+from trinity.studio.launch import APP
 from trinity.studio.sidebar import SCHEMA_DEFAULTS
 
-APP = REPO / "trinity" / "manager" / "config_manager.py"
 WIDGET_TYPES = (
     "text_input",
     "number_input",

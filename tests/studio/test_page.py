@@ -23,7 +23,7 @@ from tests.studio.helpers import (
 from trinity.config import CONF_DIR, compose, validate
 from trinity.config.fields import field_infos
 from trinity.config.trainer import TrainerConfig
-from trinity.manager.config_registry import CONFIG_GENERATORS
+from trinity.studio.registry import CONFIG_GENERATORS
 from trinity.studio.selection import all_options
 from trinity.studio.sidebar import DEFAULT_EXPERIMENT, SCHEMA_DEFAULTS
 from trinity.studio.values import plain
@@ -121,6 +121,7 @@ SCENARIOS = [
     {"policy_loss_fn": "sapo", "advantage_fn": "asymre"},
     {"policy_loss_fn": "topr", "advantage_fn": "on_policy_distill"},
     {"policy_loss_fn": "sppo", "advantage_fn": "ppo"},
+    {"algorithm_type": "raft"},
     {"policy_loss_fn": "dpo"},
     {"policy_loss_fn": "mix", "advantage_fn": "dapo"},
 ]

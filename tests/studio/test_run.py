@@ -12,8 +12,8 @@ import pytest
 
 from tests.studio.helpers import generate, make_valid, open_page, schema_page, set_values, widget
 from trinity.config import compose, validate
-from trinity.orchestration.report import format_job
-from trinity.orchestration.summary import read_summary
+from trinity.reporting.report import format_job
+from trinity.reporting.summary import read_summary
 from trinity.studio.evaluation import evaluate
 from trinity.studio.metrics import latest_scalars
 from trinity.studio.run_dirs import run_dirs

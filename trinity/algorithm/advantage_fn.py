@@ -55,6 +55,10 @@ class AdvantageFn:
     def compute(self, batch: Batch) -> dict:
         raise NotImplementedError
 
+    def filter_rule(self) -> str:
+        """The rule by which this function drops rows (`"keep"`), for the explorer's error when too few remain."""
+        return "no rule: it keeps every row"
+
 
 @ADVANTAGE_FN.implements("ppo")
 class GAEAdvantage(AdvantageFn):
@@ -101,6 +105,9 @@ class GRPOAdvantage(AdvantageFn):
 
     def compute(self, batch: Batch) -> dict:
         return self.normalise(sequence_scores(batch), batch)
+
+    def filter_rule(self) -> str:
+        return f"std_threshold={self.std_threshold} (groups whose rewards do not vary)"
 
     def normalise(self, scores: torch.Tensor, batch: Batch) -> dict:
         """The GRPO result for one score per row [B] (rewards, or rewards already shaped)."""
@@ -166,6 +173,9 @@ class StepWiseGRPOAdvantage(AdvantageFn):
         self.epsilon = epsilon
         self.enable_step_norm = enable_step_norm
         self.std_threshold = std_threshold
+
+    def filter_rule(self) -> str:
+        return f"std_threshold={self.std_threshold} (groups whose rewards do not vary)"
 
     def compute(self, batch: Batch) -> dict:
         scores, mask = sequence_scores(batch), batch["response_mask"]
@@ -274,6 +284,34 @@ class AsymREAdvantage(AdvantageFn):
         return _result(broadcast(scores - baseline, batch["response_mask"]))
 
 
+@ADVANTAGE_FN.implements("raft")
+class RAFTFilter(AdvantageFn):
+    """RAFT's reward ranking: of each group, the responses with its highest reward, if that reward reaches
+    `reward_threshold`, are kept (advantage 1: the SFT loss trains on them); every other row is dropped, and
+    the explorer tops the batch up with more tasks. A group whose best is below the threshold is dropped
+    whole (`filtered_count`)."""
+
+    def __init__(self, reward_threshold: float):
+        self.reward_threshold = reward_threshold
+
+    def filter_rule(self) -> str:
+        return f"raft's reward_threshold={self.reward_threshold:g} (each group's best, if at least that)"
+
+    def compute(self, batch: Batch) -> dict:
+        scores = sequence_scores(batch)
+        index, count = dense_index(batch["group_ids"])
+        best = scores.new_full((count,), float("-inf")).scatter_reduce(0, index, scores, reduce="amax")
+        keep = (scores >= best[index]) & (scores >= self.reward_threshold)
+        out = _result(broadcast(keep.to(scores.dtype), batch["response_mask"]))
+        _apply_drop(out, keep)
+        out["metrics"].update(
+            filtered_count=float(count - _groups_among(index, keep)),
+            kept_share=float(keep.float().mean()),
+            reward_threshold=self.reward_threshold,
+        )
+        return out
+
+
 @ADVANTAGE_FN.implements("on_policy_distill")
 class OnPolicyDistillAdvantage(AdvantageFn):
     """kl_coef * (teacher logprob - sampling logprob) per token."""
@@ -283,7 +321,11 @@ class OnPolicyDistillAdvantage(AdvantageFn):
 
     def compute(self, batch: Batch) -> dict:
         m = batch["response_mask"].to(batch["old_logprobs"].dtype)
-        return _result(self.kl_coef * (batch["teacher_logprobs"] - batch["old_logprobs"]) * m)
+        gap = (batch["teacher_logprobs"] - batch["old_logprobs"]) * m
+        # the student's sampled tokens, scored by both: mean(student - teacher logprob) estimates the reverse KL
+        # KL(student || teacher) per token, the distance distillation closes
+        reverse_kl = float(-gap.sum() / m.sum().clamp(min=1))
+        return _result(self.kl_coef * gap, reverse_kl=reverse_kl)
 
 
 def _apply_drop(out: dict, keep: torch.Tensor) -> None:

@@ -224,11 +224,11 @@ class SPPOConfig(AlgorithmConfig):
 
 @dataclass
 class RAFTConfig(AlgorithmConfig):
-    """Reward-ranked fine-tuning: SFT loss on the explorer's rewarded rollouts."""
+    """Reward-ranked fine-tuning: the SFT loss on each group's best-rewarded rollouts (kept by advantage_fn raft)."""
 
     algorithm_type: AlgorithmType = AlgorithmType.raft
     repeat_times: int = 1
-    advantage_fn: Optional[str] = None
+    advantage_fn: Optional[str] = "raft"
     kl_loss_fn: str = "none"
     policy_loss_fn: str = "sft"
     entropy_loss_fn: str = "none"

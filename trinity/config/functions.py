@@ -104,6 +104,15 @@ class AsymREArgs:
 
 
 @dataclass
+class RAFTArgs:
+    reward_threshold: float = setting(
+        1.0,
+        help="A response is trained on only if its reward is its group's highest and at least this "
+        "(1.0: a right answer under the built-in math and arithmetic rewards).",
+    )
+
+
+@dataclass
 class OnPolicyDistillArgs:
     kl_coef: float = setting(1.0, help="Scale of teacher-minus-student logprob advantages.", ge=0)
 
@@ -146,6 +155,11 @@ ADVANTAGE_FN = FunctionRegistry(
             "opmd", OPMDAdvantageArgs, "A_i = r_i - b, b = mean_G or tau*(logsumexp(r/tau) - log n)", grouped=True
         ),
         FunctionSpec("asymre", AsymREArgs, "A_i = r_i - (mean_G + baseline_shift)", grouped=True),
+        FunctionSpec(
+            "raft",
+            RAFTArgs,
+            "keep_i = r_i = max_G r and r_i >= reward_threshold; A_i = 1 on kept rows, the rest dropped",
+        ),
         FunctionSpec("on_policy_distill", OnPolicyDistillArgs, "A_t = kl_coef * (teacher_logprob_t - old_logprob_t)"),
     ],
 )

@@ -91,8 +91,11 @@ class ClusterConfig:
 class SynchronizerConfig:
     """How and when weights move from the trainer to the explorer(s)."""
 
-    sync_method: SyncMethod = setting(
-        SyncMethod.nccl, help="nccl: collective broadcast; checkpoint: via files; memory: via the Ray object store."
+    sync_method: Optional[SyncMethod] = setting(
+        None,
+        help="nccl: collective broadcast; checkpoint: via files; memory: via the Ray object store (in colocate: "
+        "a copy inside the one device process). Empty: nccl in mode both, memory in colocate, checkpoint in the "
+        "other modes and for sft/dpo; a value the mode cannot use is refused.",
     )
     sync_style: SyncStyle = setting(
         SyncStyle.fixed, help="Who decides when to sync: fixed interval, trainer or explorer."

@@ -18,8 +18,9 @@ from omegaconf.errors import OmegaConfBaseException
 from trinity.config.algorithm import ALGORITHM_SCHEMAS, AlgorithmType
 from trinity.config.errors import ConfigError, Note, Problem, Report
 from trinity.config.fields import field_infos, nested_dataclass, strip_optional
+from trinity.config.model import plain_model
 from trinity.config.paths import job_dir_of
-from trinity.config.root import Config
+from trinity.config.root import Config, Mode
 from trinity.config.rules import RULES
 from trinity.config.store import SCHEMAS
 from trinity.config.trainer import TrainerStrategy
@@ -261,3 +262,30 @@ def _check_bounds(obj: Any, path: str, report: Report) -> None:
             broken = info.check_bounds(value)
             if broken:
                 report.problem(full, value, broken, f"set {full} to a value that is {info.bounds_text()}")
+
+
+# ---- derived jobs --------------------------------------------------------------------------------
+
+
+def evaluation_of(config: Config, model_path: Optional[str] = None, suffix: str = "") -> Config:
+    """The bench-mode job that evaluates a validated config's held-out sets (`buffer.explorer_input.eval_tasksets`).
+
+    Without `model_path`: the job's start (the model it starts from, as `eval_on_startup`) and every
+    checkpoint it saved, in its own job directory, so its summary has held-out scores (a train-mode stage
+    has no explorer to evaluate while it trains). With `model_path`: that model alone, in the job
+    directory `<job dir>/<suffix>` (a distillation stage's teacher). Validated again for mode bench."""
+    bench = copy.deepcopy(config)
+    bench.mode = Mode.bench
+    bench.explorer.eval_on_startup = True
+    bench.explorer.bench_on_latest_checkpoint = False
+    bench.synchronizer.sync_method = None  # bench loads checkpoints: derived again for the mode
+    if model_path is not None:
+        bench.name = f"{config.name}/{suffix}"
+        bench.ray_namespace = f"{config.ray_namespace}/{suffix}"
+        bench.model = plain_model(bench.model, model_path=model_path)
+        bench.explorer.rollout_model.model_path = model_path
+    report = Report()
+    for rule in RULES:
+        rule(bench, report)
+    report.raise_if_any()
+    return bench

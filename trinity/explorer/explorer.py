@@ -258,9 +258,8 @@ class Explorer:
             if missing <= 0:
                 return tally
             if tally.reads > limit:
-                why = tally.causes(
-                    self.config.algorithm.advantage_fn_args.get("std_threshold"), self.config.algorithm.repeat_times
-                )
+                rule = self.advantage.filter_rule() if self.advantage is not None else ""
+                why = tally.causes(rule, self.config.algorithm.repeat_times)
                 raise still_short(self.name, self.step, missing, tally, limit, why)
             try:
                 tasks = self.taskset.read()

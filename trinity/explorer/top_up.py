@@ -30,7 +30,7 @@ with nothing succeeding mean a broken workflow or reward function, which more re
 
 import statistics
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional
+from typing import Dict, List
 
 from trinity.buffer.experience import Experience
 from trinity.explorer.runner import RunResult, TaskFailure, step_metrics
@@ -83,18 +83,18 @@ class StepTally:
         """Every task of at least two reads failed: the step yields nothing and more reads will not help."""
         return self.reads >= 2 and not self.produced and len(self.failures) == self.tasks
 
-    def causes(self, std_threshold: Optional[float], repeat_times: int) -> str:
+    def causes(self, filter_rule: str, repeat_times: int) -> str:
         """Why experiences went missing, worst first."""
         found = []
         if self.groups and self.filtered == self.groups:
             found.append(
-                f"all {self.groups} groups filtered by std_threshold={std_threshold} for {self.reads} steps: "
-                "rewards have no variance; lower the threshold or check the reward function"
+                f"all {self.groups} groups filtered by {filter_rule} for {self.reads} steps: "
+                "no group passes; lower the threshold or check the reward function"
             )
         elif self.filtered:
             found.append(
-                f"{self.filtered} of {self.groups} groups filtered by std_threshold={std_threshold}: too few "
-                "groups vary; lower the threshold or raise explorer.max_extra_explore_steps"
+                f"{self.filtered} of {self.groups} groups filtered by {filter_rule}: too few "
+                "groups pass; lower the threshold or raise explorer.max_extra_explore_steps"
             )
         if self.failures:
             found.append(f"{len(self.failures)} of {self.tasks} tasks failed (last error: {self.failures[-1].error})")

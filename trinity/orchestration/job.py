@@ -31,12 +31,12 @@ from trinity.manager import Synchronizer
 from trinity.manager.state_actor import start_state_actor, wait_state_actor
 from trinity.orchestration.cluster import connect, engine_bundle, rank_bundle, release, reserve
 from trinity.orchestration.colocated import host_role, start_colocated_device
-from trinity.orchestration.console import progress_view
 from trinity.orchestration.job_lock import job_lock
 from trinity.orchestration.probe import ANSWER_SECONDS, unresponsive_actors
 from trinity.orchestration.roles import ROLE_ACTORS
 from trinity.orchestration.shared_root import check_shared_root
 from trinity.placement import in_bundle
+from trinity.reporting.console import progress_view
 
 logger = logging.getLogger(__name__)
 

@@ -13,16 +13,18 @@ from typing import Dict, Optional
 
 from trinity.config.explorer import InferenceModelConfig
 from trinity.config.model import plain_model
-from trinity.config.root import Config
-from trinity.config.validate import Validated
+from trinity.config.root import Config, Mode
+from trinity.config.validate import Validated, evaluation_of
 from trinity.job_layout import CheckpointError, actor_dir, latest_step
 from trinity.manager import StateManager
 from trinity.orchestration.completion import ALREADY_COMPLETE
 from trinity.orchestration.job import run_job
 from trinity.orchestration.run_gate import exclusive_run
-from trinity.orchestration.summary import write_summary
+from trinity.reporting.summary import write_summary
 
 logger = logging.getLogger(__name__)
+
+TEACHER_JOB = "teacher_eval"  # the job dir, inside a distillation stage's, of its teacher's evaluation
 
 
 def run_experiment(validated: Validated) -> Dict[str, float]:
@@ -57,10 +59,25 @@ def _run_stages(validated: Validated) -> Dict[str, float]:
 
 
 def run_stage(config: Config, stage: Optional[str] = None) -> Dict[str, float]:
-    """Run one stage's job, then leave its summary.json (and learning curve) in its job dir."""
+    """Run one stage's job, then leave its summary.json (and learning curve) in its job dir.
+
+    A stage with held-out sets that has no explorer to evaluate them while it trains (mode train: SFT,
+    DPO) is evaluated after it, on its start and on each checkpoint it saved, by a bench job in its job
+    dir (`evaluation_of`). A distillation stage's teacher is evaluated on the same sets, so the summary
+    shows how far the student is from it."""
     started = time.perf_counter()
     metrics = run_job(config)
-    write_summary(config, metrics, time.perf_counter() - started, stage)
+    teacher = None
+    if config.buffer.explorer_input.eval_tasksets:
+        if config.mode == Mode.train:
+            logger.info("Evaluating stage %s on its held-out sets (start and saved checkpoints).", config.name)
+            evaluated = run_job(evaluation_of(config))
+            metrics.update({tag: value for tag, value in evaluated.items() if tag.startswith("eval/")})
+        if config.algorithm.uses_teacher:
+            teacher_path = config.explorer.auxiliary_models[0].model_path
+            logger.info("Evaluating the teacher %s on the held-out sets.", teacher_path)
+            teacher = {"model_path": teacher_path, **run_job(evaluation_of(config, teacher_path, TEACHER_JOB))}
+    write_summary(config, metrics, time.perf_counter() - started, stage, teacher)
     return metrics
 
 

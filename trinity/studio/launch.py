@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 from typing import List, Optional
 
-APP = Path(__file__).resolve().parent.parent / "manager" / "config_manager.py"
+APP = Path(__file__).resolve().parent / "app.py"  # the page, run by Streamlit as a script
 DESCRIPTION = (
     "Serve Trinity Studio, the config page. It opens on the default experiment, the config "
     '`python -m trinity` runs (conf/config.yaml); its sidebar\'s "Start from" offers the schema defaults, '

@@ -1,9 +1,6 @@
 """What the page's last run left once it has ended: the learning-curve picture (of the last stage that
 drew one) and the summary of every stage, as the same table the run printed at its end, written by the
-same function (`trinity.orchestration.report.format_job`) from each stage's summary.json.
-
-A room of its own one floor above the page modules: it reads what `trinity.orchestration` writes, and
-the page modules share orchestration's floor, so they may not import it.
+same function (`trinity.reporting.report.format_job`) from each stage's summary.json.
 """
 
 from pathlib import Path
@@ -11,8 +8,8 @@ from typing import List, Optional, Sequence, Tuple
 
 import streamlit as st
 
-from trinity.orchestration.report import format_job
-from trinity.orchestration.summary import read_summary
+from trinity.reporting.report import format_job
+from trinity.reporting.summary import read_summary
 
 Stages = List[Tuple[str, Optional[dict]]]  # (job dir, its summary or None) per stage, as report's
 

@@ -1,7 +1,7 @@
 """The "Run" section: save the generated config and run it (here as a subprocess, or as a Ray job on a
 cluster), then follow the run: its state, the latest metrics and the tail of its log, until it ends.
 What the finished run's stages left (summary and learning curve) is shown by the `results` function the
-page hands in (`trinity.studio.results`, a floor above this module), right under the run's outcome."""
+page hands in (`trinity.studio.results.render`), right under the run's outcome."""
 
 import os
 import time

@@ -19,12 +19,12 @@ def check_global(config: Config, report: Report) -> None:
             "is not supported yet",
             "use mode=both (explorer + trainer), colocate (both on one device), train, explore or bench",
         )
-    if config.algorithm.trains_from_dataset and config.mode != Mode.train:
+    if config.algorithm.trains_from_dataset and config.mode not in (Mode.train, Mode.bench):
         report.problem(
             "mode",
             config.mode,
             f"{kind} trains from a dataset and has no explorer",
-            "set mode=train, or leave mode empty"
+            "set mode=train (or mode=bench to evaluate its checkpoints), or leave mode empty"
             + (" (or run a single stage: stages=[] mode=train)" if report.prefix else ""),
         )
     root = config.checkpoint_root_dir.strip()

@@ -1,15 +1,23 @@
-"""The Studio's config registry: `CONFIG_GENERATORS` holds one entry per config entry of the page.
+"""The seed API's path for the Studio's config registry (`trinity.studio.registry`): `CONFIG_GENERATORS`
+with every entry registered, and the seed's modules of entries, one per config section."""
 
-Importing this package registers every entry (the five modules below, in page order).
-"""
-
-from trinity.manager.config_registry import (  # noqa: F401  (importing registers the entries)
+from trinity.manager.config_registry import (
     algorithm_config_manager,
     buffer_config_manager,
+    config_registry,
     explorer_config_manager,
     model_config_manager,
     trainer_config_manager,
 )
-from trinity.manager.config_registry.config_registry import CONFIG_GENERATORS, ConfigRegistry
+from trinity.studio.registry import CONFIG_GENERATORS, ConfigRegistry
 
-__all__ = ["CONFIG_GENERATORS", "ConfigRegistry"]
+__all__ = [
+    "CONFIG_GENERATORS",
+    "ConfigRegistry",
+    "algorithm_config_manager",
+    "buffer_config_manager",
+    "config_registry",
+    "explorer_config_manager",
+    "model_config_manager",
+    "trainer_config_manager",
+]

@@ -1,6 +1,6 @@
 """Learning-curve pictures: one job's eval scores and mean reward by step, and a sweep's jobs side by side.
 
-Drawn from the curves a job's summary holds (`trinity.orchestration.summary`), on a bare matplotlib
+Drawn from the curves a job's summary holds (`trinity.reporting.summary`), on a bare matplotlib
 Figure with the Agg canvas: no pyplot, so no global backend switch and no state shared between
 concurrent jobs of one process. Returns PNG bytes; the caller writes them atomically.
 """
@@ -8,7 +8,7 @@ concurrent jobs of one process. Returns PNG bytes; the caller writes them atomic
 import io
 from typing import List, Sequence, Tuple
 
-from trinity.orchestration.summary import REWARD
+from trinity.reporting.tags import REWARD
 
 
 def label(tag: str) -> str:

@@ -2,7 +2,7 @@
 evaluation or rewards, `<job dir>/learning_curve.png`.
 
 Written by the job itself as the stage ends, so any caller (the launcher, a test, a script) finds
-them; the launcher reads them back to print its tables (`trinity.orchestration.report`). The numbers
+them; the launcher reads them back to print its tables (`trinity.reporting.report`). The numbers
 come from the job's own records: step counts from its final metrics, curves from its TensorBoard
 event files (the whole history, earlier runs of a resumed job included), the checkpoint from the
 "latest" pointer. With another monitor (wandb, mlflow) there are no event files to read, so only the
@@ -12,7 +12,6 @@ final values are known.
 import datetime
 import json
 import logging
-import re
 import shlex
 import statistics
 from pathlib import Path
@@ -22,26 +21,24 @@ from trinity.atomic_file import atomic_write_bytes, atomic_write_text
 from trinity.config.root import Config
 from trinity.job_layout import actor_dir, latest_step
 from trinity.monitor import read_scalars
+from trinity.reporting.curves import job_figure
+from trinity.reporting.tags import EVAL_SCORE, REVERSE_KL, REWARD, TOKENS_PER_S, is_eval_score
 
 logger = logging.getLogger(__name__)
 
 SUMMARY_FILE = "summary.json"
 CURVE_FILE = "learning_curve.png"
-REWARD = "rollout/reward/mean"
-TOKENS_PER_S = "perf/tokens_per_second"
-# eval/<taskset>/<metric>/mean: the held-out scores (higher is better); lengths are not scores
-EVAL_SCORE = re.compile(r"^eval/[^/]+/(?P<metric>.+)/mean$")
-NOT_SCORES = ("response_length",)
 
 
-def is_eval_score(tag: str) -> bool:
-    match = EVAL_SCORE.match(tag)
-    return match is not None and match.group("metric") not in NOT_SCORES
-
-
-def write_summary(config: Config, metrics: Dict[str, float], wall_s: float, stage: Optional[str] = None) -> dict:
+def write_summary(
+    config: Config,
+    metrics: Dict[str, float],
+    wall_s: float,
+    stage: Optional[str] = None,
+    teacher: Optional[Dict[str, float]] = None,
+) -> dict:
     """Collect the job's summary, draw its learning curve, write both into the job dir; returns the summary."""
-    summary = collect(config, metrics, wall_s, stage)
+    summary = collect(config, metrics, wall_s, stage, teacher)
     job_dir = Path(summary["paths"]["job_dir"])
     summary["paths"]["learning_curve"] = _draw(summary, job_dir / CURVE_FILE)
     atomic_write_text(job_dir / SUMMARY_FILE, json.dumps(summary, indent=2) + "\n")
@@ -54,7 +51,13 @@ def read_summary(job_dir: str) -> Optional[dict]:
     return json.loads(path.read_text()) if path.exists() else None
 
 
-def collect(config: Config, metrics: Dict[str, float], wall_s: float, stage: Optional[str] = None) -> dict:
+def collect(
+    config: Config,
+    metrics: Dict[str, float],
+    wall_s: float,
+    stage: Optional[str] = None,
+    teacher: Optional[Dict[str, float]] = None,
+) -> dict:
     """The summary of a finished job as a JSON-ready dict (see the module docstring for the sources)."""
     curves = _curves(config)
     if curves is None:  # no event files: the final values only, no steps, no best
@@ -62,7 +65,7 @@ def collect(config: Config, metrics: Dict[str, float], wall_s: float, stage: Opt
         evals = {tag: {**unknown, "final": float(value)} for tag, value in metrics.items() if is_eval_score(tag)}
         reward = {"mean": None, "final": metrics.get(REWARD), "steps": None}
         throughput = metrics.get(TOKENS_PER_S)
-        curves, main = {}, main_metric(evals, [])
+        curves, main, distance = {}, main_metric(evals, []), None
     else:
         evals = {tag: score(points) for tag, points in curves.items() if is_eval_score(tag)}
         rewards, tokens = curves.get(REWARD, []), [value for _, value in curves.pop(TOKENS_PER_S, [])]
@@ -73,6 +76,7 @@ def collect(config: Config, metrics: Dict[str, float], wall_s: float, stage: Opt
         }
         throughput = statistics.fmean(tokens) if tokens else None
         main = main_metric(evals, rewards)
+        distance = curves.pop(REVERSE_KL, None)
     return {
         "name": config.name,
         "project": config.project,
@@ -86,6 +90,7 @@ def collect(config: Config, metrics: Dict[str, float], wall_s: float, stage: Opt
         "eval": evals,
         "reward": reward,
         "throughput": {"train_tokens_per_s": throughput},
+        "teacher": _teacher(teacher, distance),
         "paths": paths(config),
         "curves": {tag: [list(point) for point in points] for tag, points in curves.items()},
     }
@@ -117,6 +122,19 @@ def main_metric(evals: Dict[str, dict], rewards: List[tuple]) -> Optional[dict]:
     if rewards:
         return {"tag": REWARD, **score(rewards)}
     return None
+
+
+def _teacher(teacher: Optional[Dict[str, float]], distance: Optional[List[tuple]]) -> Optional[dict]:
+    """A distillation stage's teacher: its model, its held-out scores (the final metrics of its evaluation) and
+    the student's reverse KL to it per token (first, final and best = lowest, by train step)."""
+    if teacher is None:
+        return None
+    closest = min(distance, key=lambda point: point[1]) if distance else None
+    return {
+        "model_path": teacher["model_path"],
+        "eval": {tag: value for tag, value in teacher.items() if is_eval_score(tag)},
+        "reverse_kl": None if not distance else {**score(distance), "best": closest[1], "best_step": closest[0]},
+    }
 
 
 def paths(config: Config) -> dict:
@@ -152,7 +170,7 @@ def _curves(config: Config) -> Optional[Dict[str, List[tuple]]]:
     return {
         tag: [(int(step), float(value)) for step, value in points]
         for tag, points in scalars.items()
-        if is_eval_score(tag) or tag in (REWARD, TOKENS_PER_S)
+        if is_eval_score(tag) or tag in (REWARD, TOKENS_PER_S, REVERSE_KL)
     }
 
 
@@ -170,8 +188,6 @@ def _quietly(read, *args):
 
 def _draw(summary: dict, path: Path) -> Optional[str]:
     """The job's learning-curve PNG when it has something to draw; a drawing failure costs only the picture."""
-    from trinity.orchestration.curves import job_figure
-
     if not summary["curves"]:
         return None
     try:

@@ -18,7 +18,7 @@ import threading
 import time
 from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
-from trinity.orchestration.progress import ProgressBar
+from trinity.reporting.progress import ProgressBar
 
 Event = Tuple[str, Any]  # ("out" | "err", line), ("progress", (name, {role: progress})), ("alive", None), ("result", x)
 POLL_S = 0.5  # how often the task checks for a cancellation while the job runs

@@ -1,7 +1,7 @@
 """The end of a launch, on the driver: each finished job's summary as a table, and for a sweep one table
 comparing its jobs (best first), with `sweep_summary.json` and `sweep_learning_curves.png` in the sweep dir.
 
-Reads only what the jobs wrote (`summary.json` per stage, `trinity.orchestration.summary`), so it
+Reads only what the jobs wrote (`summary.json` per stage, `trinity.reporting.summary`), so it
 prints the same numbers a later reader of the job directories finds.
 """
 
@@ -12,8 +12,9 @@ from typing import Callable, List, Optional, Sequence, Tuple
 
 from trinity.atomic_file import atomic_write_bytes, atomic_write_text
 from trinity.config.validate import Validated
-from trinity.orchestration.curves import label, sweep_figure
-from trinity.orchestration.summary import REWARD, SUMMARY_FILE, main_metric, read_summary, tensorboard_command
+from trinity.reporting.curves import label, sweep_figure
+from trinity.reporting.summary import SUMMARY_FILE, main_metric, read_summary, tensorboard_command
+from trinity.reporting.tags import REWARD
 
 SWEEP_SUMMARY_FILE = "sweep_summary.json"
 SWEEP_CURVES_FILE = "sweep_learning_curves.png"
@@ -112,6 +113,17 @@ def _score_line(score: dict) -> str:
 def _details(summary: dict, prefix: str) -> List[str]:
     paths = summary["paths"]
     lines = [f"{prefix}eval {label(tag)}: {_score_line(score)}" for tag, score in sorted(summary["eval"].items())]
+    teacher = summary.get("teacher")
+    if teacher:
+        lines.append(f"{prefix}teacher:     {teacher['model_path']}")
+        lines += [f"{prefix}teacher eval {label(tag)}: {value:.3f}" for tag, value in sorted(teacher["eval"].items())]
+        distance = teacher["reverse_kl"]
+        if distance:
+            lines.append(
+                f"{prefix}student's reverse KL to the teacher (nats/token, lower is closer): "
+                f"start {distance['start']:.3f} (step {distance['start_step']}), "
+                f"final {distance['final']:.3f} (step {distance['final_step']})"
+            )
     checkpoint = paths["checkpoint"] and f"{paths['checkpoint']} (step {paths['checkpoint_step']})"
     places = [
         ("job dir", paths["job_dir"]),
