@@ -253,7 +253,8 @@ def _stop(process: subprocess.Popen) -> None:
         process.wait(timeout=30)
 
 
-LOST = [*SMALL, "buffer.total_steps=5", "trainer.save_interval=1", "name=lost"]
+LOST_STEPS = 10  # enough that the node is lost mid-run however fast the steps go after the second checkpoint
+LOST = [*SMALL, f"buffer.total_steps={LOST_STEPS}", "trainer.save_interval=1", "name=lost"]
 
 
 def test_a_lost_node_ends_the_job_and_a_rerun_on_the_other_resumes(two_nodes, tmp_path):
@@ -286,10 +287,10 @@ def test_a_lost_node_ends_the_job_and_a_rerun_on_the_other_resumes(two_nodes, tm
     assert rerun.returncode == 0, (rerun.stdout + rerun.stderr)[-3000:]
     trainer = read_scalars(str(job_dir / "monitor" / "tensorboard" / "trainer"), wall_time=True)
     consumed = [(step, int(value)) for step, _, value in trainer["sample/explore_step"]]
-    assert consumed == [(step, step) for step in range(1, 6)], consumed  # each explore step trained once
+    assert consumed == [(step, step) for step in range(1, LOST_STEPS + 1)], consumed  # each step trained once
     retrained = [step for step, wall, _ in trainer["sample/explore_step"] if step <= lost_at and wall > rerun_at]
-    assert 2 <= lost_at < 5 and not retrained, f"checkpointed steps {retrained} were trained again"
-    assert read_summary(str(job_dir))["steps"] == {"trainer": 5, "explorer": 5}
+    assert 2 <= lost_at < LOST_STEPS and not retrained, f"checkpointed steps {retrained} were trained again"
+    assert read_summary(str(job_dir))["steps"] == {"trainer": LOST_STEPS, "explorer": LOST_STEPS}
 
 
 def _latest(job_dir: Path) -> int:

@@ -63,7 +63,13 @@ def test_an_explorer_whose_trainer_has_finished_stops_at_once(ray_cluster, tmp_p
     rows then fill the queue for good. The explorer ends without an error, at step 2 whether it sees the
     finished trainer before step 3 or while step 3 waits to write (that step is dropped), long before its
     steps, synchronizer.sync_timeout or the queue's write timeout run out."""
-    common = [QUEUE, "synchronizer.sync_interval=10", "synchronizer.sync_timeout=600", "trainer.save_interval=0"]
+    common = [
+        QUEUE,
+        "synchronizer.sync_method=memory",  # a pull: the explorer never joins a broadcast (mode both derives nccl)
+        "synchronizer.sync_interval=10",
+        "synchronizer.sync_timeout=600",
+        "trainer.save_interval=0",
+    ]
     config = small_config(tmp_path, *common, "buffer.total_steps=10")
     trainer_config = small_config(tmp_path, *common, "buffer.total_steps=1")
     ensure_dataset(config.data.dir, config.data.arithmetic)
