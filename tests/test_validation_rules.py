@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import problems, validated
+from trinity.config.errors import ConfigError
 
 DATASET = "buffer.trainer_input.experience_buffer.path=/data/set.jsonl"
 AUXILIARY = "+buffer.trainer_input.auxiliary_buffers={sft_dataset:{path:/tmp/x.jsonl}}"
@@ -230,6 +231,14 @@ def test_derived_values_and_notes():
     assert config.explorer.eval_interval == 6
     notes = {note.key: note for note in result.notes}
     assert {"checkpoint_root_dir", "explorer.eval_interval"} <= set(notes)
+
+
+def test_a_train_stage_s_evaluation_job_is_checked_before_anything_starts():
+    """The warm-up (mode train) is evaluated after training by a bench job, whose engines need devices."""
+    with pytest.raises(ConfigError) as raised:
+        validated("algorithm=sft", "explorer.rollout_model.engine_num=3", staged=True)
+    (problem,) = raised.value.problems
+    assert problem.key == "explorer.rollout_model.engine_num" and "in the evaluation after training" in problem.rule
 
 
 def test_offline_algorithms_force_checkpoint_sync_and_train_mode():

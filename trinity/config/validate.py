@@ -67,6 +67,8 @@ def validate(cfg: DictConfig) -> Validated:
                 except (ArithmeticError, TypeError, ValueError):
                     if not stage_report.problems:
                         raise  # a bug in the rule, not a consequence of a value already reported
+            if not stage_report.problems and evaluated_after_training(config):
+                _check_evaluation(config, stage_report)
             configs.append(config)
         report.problems += stage_report.problems
         report.notes += stage_report.notes
@@ -267,13 +269,32 @@ def _check_bounds(obj: Any, path: str, report: Report) -> None:
 # ---- derived jobs --------------------------------------------------------------------------------
 
 
+def evaluated_after_training(config: Config) -> bool:
+    """A train-mode stage with held-out sets: it has no explorer to evaluate them while it trains."""
+    return config.mode == Mode.train and bool(config.buffer.explorer_input.eval_tasksets)
+
+
 def evaluation_of(config: Config, model_path: Optional[str] = None, suffix: str = "") -> Config:
     """The bench-mode job that evaluates a validated config's held-out sets (`buffer.explorer_input.eval_tasksets`).
 
     Without `model_path`: the job's start (the model it starts from, as `eval_on_startup`) and every
     checkpoint it saved, in its own job directory, so its summary has held-out scores (a train-mode stage
-    has no explorer to evaluate while it trains). With `model_path`: that model alone, in the job
-    directory `<job dir>/<suffix>` (a distillation stage's teacher). Validated again for mode bench."""
+    has no explorer to evaluate while it trains; `validate` checks this job before anything starts). With
+    `model_path`: that model alone, in the job directory `<job dir>/<suffix>` (a distillation stage's
+    teacher). Validated again for mode bench."""
+    bench, report = _bench_of(config, model_path, suffix)
+    report.raise_if_any()
+    return bench
+
+
+def _check_evaluation(config: Config, report: Report) -> None:
+    """The problems of a train-mode stage's evaluation job, reported with the stage's own."""
+    for problem in _bench_of(config)[1].problems:
+        why = f"{problem.rule} (in the evaluation after training, a bench job)"
+        report.problem(problem.key, problem.value, why, problem.fix)
+
+
+def _bench_of(config: Config, model_path: Optional[str] = None, suffix: str = "") -> Tuple[Config, Report]:
     bench = copy.deepcopy(config)
     bench.mode = Mode.bench
     bench.explorer.eval_on_startup = True
@@ -287,5 +308,4 @@ def evaluation_of(config: Config, model_path: Optional[str] = None, suffix: str 
     report = Report()
     for rule in RULES:
         rule(bench, report)
-    report.raise_if_any()
-    return bench
+    return bench, report

@@ -13,8 +13,8 @@ from typing import Dict, Optional
 
 from trinity.config.explorer import InferenceModelConfig
 from trinity.config.model import plain_model
-from trinity.config.root import Config, Mode
-from trinity.config.validate import Validated, evaluation_of
+from trinity.config.root import Config
+from trinity.config.validate import Validated, evaluated_after_training, evaluation_of
 from trinity.job_layout import CheckpointError, actor_dir, latest_step
 from trinity.manager import StateManager
 from trinity.orchestration.completion import ALREADY_COMPLETE
@@ -68,15 +68,14 @@ def run_stage(config: Config, stage: Optional[str] = None) -> Dict[str, float]:
     started = time.perf_counter()
     metrics = run_job(config)
     teacher = None
-    if config.buffer.explorer_input.eval_tasksets:
-        if config.mode == Mode.train:
-            logger.info("Evaluating stage %s on its held-out sets (start and saved checkpoints).", config.name)
-            evaluated = run_job(evaluation_of(config))
-            metrics.update({tag: value for tag, value in evaluated.items() if tag.startswith("eval/")})
-        if config.algorithm.uses_teacher:
-            teacher_path = config.explorer.auxiliary_models[0].model_path
-            logger.info("Evaluating the teacher %s on the held-out sets.", teacher_path)
-            teacher = {"model_path": teacher_path, **run_job(evaluation_of(config, teacher_path, TEACHER_JOB))}
+    if evaluated_after_training(config):
+        logger.info("Evaluating stage %s on its held-out sets (start and saved checkpoints).", config.name)
+        evaluated = run_job(evaluation_of(config))
+        metrics.update({tag: value for tag, value in evaluated.items() if tag.startswith("eval/")})
+    if config.algorithm.uses_teacher and config.buffer.explorer_input.eval_tasksets:
+        teacher_path = config.explorer.auxiliary_models[0].model_path
+        logger.info("Evaluating the teacher %s on the held-out sets.", teacher_path)
+        teacher = {"model_path": teacher_path, **run_job(evaluation_of(config, teacher_path, TEACHER_JOB))}
     write_summary(config, metrics, time.perf_counter() - started, stage, teacher)
     return metrics
 
