@@ -8,6 +8,7 @@ import pytest
 
 from tests.conftest import problems, validated
 from trinity.config.errors import ConfigError
+from trinity.config.validate import evaluation_of
 
 DATASET = "buffer.trainer_input.experience_buffer.path=/data/set.jsonl"
 AUXILIARY = "+buffer.trainer_input.auxiliary_buffers={sft_dataset:{path:/tmp/x.jsonl}}"
@@ -239,6 +240,14 @@ def test_a_train_stage_s_evaluation_job_is_checked_before_anything_starts():
         validated("algorithm=sft", "explorer.rollout_model.engine_num=3", staged=True)
     (problem,) = raised.value.problems
     assert problem.key == "explorer.rollout_model.engine_num" and "in the evaluation after training" in problem.rule
+
+
+def test_the_default_experiment_validates_before_its_tiny_model_is_built(tmp_path):
+    """A new machine: the warm-up's evaluation job evaluates the model the run will build, not a missing one."""
+    configs = validated(f"model.tiny.cache_dir={tmp_path}", staged=True).configs
+    assert not any(tmp_path.iterdir()), "validation builds nothing"
+    assert configs[0].model.model_path.startswith(str(tmp_path))
+    assert evaluation_of(configs[0]).model.model_path == configs[0].model.model_path
 
 
 def test_offline_algorithms_force_checkpoint_sync_and_train_mode():

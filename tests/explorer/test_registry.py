@@ -3,7 +3,10 @@
 import subprocess
 import sys
 
+import pytest
+
 from tests.conftest import problems, validated
+from trinity.config.errors import ConfigError
 from trinity.config.plugins import REWARD_FNS, WORKFLOWS
 from trinity.explorer.rewards import math_reward
 from trinity.explorer.workflows.math import MathMultiTurnWorkflow, MathWorkflow
@@ -61,6 +64,12 @@ def test_validation_accepts_builtins_and_plugins():
     assert config.buffer.explorer_input.taskset.reward_fn_type == "tests.explorer.plugins.always_correct"
 
 
-def test_train_only_runs_skip_the_explorer_names():
+def test_train_only_runs_check_the_workflow_only_when_they_evaluate():
+    """Without held-out sets nothing runs a workflow; with them the evaluation after training does."""
     dataset = "buffer.trainer_input.experience_buffer.path=/data/set.jsonl"
-    assert validated("algorithm=sft", dataset, "buffer.explorer_input.default_workflow_type=nope").configs
+    unknown = "buffer.explorer_input.default_workflow_type=nope"
+    assert validated("algorithm=sft", dataset, unknown, "buffer.explorer_input.eval_tasksets=[]").configs
+    with pytest.raises(ConfigError) as raised:
+        validated("algorithm=sft", dataset, unknown)
+    (problem,) = raised.value.problems
+    assert problem.key == "buffer.explorer_input.default_workflow_type" and "evaluation after training" in problem.rule

@@ -18,7 +18,7 @@ from omegaconf.errors import OmegaConfBaseException
 from trinity.config.algorithm import ALGORITHM_SCHEMAS, AlgorithmType
 from trinity.config.errors import ConfigError, Note, Problem, Report
 from trinity.config.fields import field_infos, nested_dataclass, strip_optional
-from trinity.config.model import plain_model
+from trinity.config.model import BuiltModelConfig, plain_model
 from trinity.config.paths import job_dir_of
 from trinity.config.root import Config, Mode
 from trinity.config.rules import RULES
@@ -300,6 +300,8 @@ def _bench_of(config: Config, model_path: Optional[str] = None, suffix: str = ""
     bench.explorer.eval_on_startup = True
     bench.explorer.bench_on_latest_checkpoint = False
     bench.synchronizer.sync_method = None  # bench loads checkpoints: derived again for the mode
+    if isinstance(bench.model, BuiltModelConfig):
+        bench.model.model_path = None  # derived from the build (a set path would mean the user's own directory)
     if model_path is not None:
         bench.name = f"{config.name}/{suffix}"
         bench.ray_namespace = f"{config.ray_namespace}/{suffix}"

@@ -21,7 +21,7 @@ from torch.distributed.fsdp import CPUOffloadPolicy, FSDPModule, MixedPrecisionP
 from trinity.buffer.batch import Batch
 from trinity.config.algorithm import DataSchema
 from trinity.config.root import Config
-from trinity.logs import apply_log_level
+from trinity.logs import apply_log_level, exit_quietly_on_sigterm
 from trinity.manager.checkpoint_shards import dim0_shard, write_shard
 from trinity.manager.published_weights import TensorMeta
 from trinity.manager.weight_sync import NcclSender, publish_checkpoint_shard, publish_memory, state_dict_meta
@@ -44,6 +44,7 @@ class FSDPWorker:
         self, config: Config, rank: int, world_size: int, master_address: str, master_port: int, total_steps: int
     ):
         apply_log_level(config)
+        exit_quietly_on_sigterm()
         self.config, self.rank, self.world_size = config, rank, world_size
         trainer = config.trainer
         if config.cluster.device_type == "cpu":
