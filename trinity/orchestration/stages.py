@@ -17,6 +17,7 @@ from trinity.config.root import Config
 from trinity.config.validate import Validated, evaluated_after_training, evaluation_of
 from trinity.job_layout import CheckpointError, actor_dir, latest_step
 from trinity.manager import StateManager
+from trinity.model.lora import ADAPTER_CONFIG
 from trinity.orchestration.completion import ALREADY_COMPLETE
 from trinity.orchestration.job import run_job
 from trinity.orchestration.run_gate import exclusive_run
@@ -81,10 +82,11 @@ def run_stage(config: Config, stage: Optional[str] = None) -> Dict[str, float]:
 
 
 def hf_export(config: Config) -> str:
-    """The HF-format weights of a finished stage: its latest checkpoint's `actor/huggingface`."""
+    """The HF-format weights of a finished stage: its latest checkpoint's `actor/huggingface` (with LoRA, the
+    adapter directory)."""
     step = latest_step(config.checkpoint_job_dir)
     path = None if step is None else actor_dir(config.checkpoint_job_dir, step) / "huggingface"
-    if path is None or not (path / "config.json").exists():
+    if path is None or not any((path / name).exists() for name in ("config.json", ADAPTER_CONFIG)):
         raise CheckpointError(
             f"stage {config.name} left no HF export to start the next stage from (looked in {path}); "
             "it must train and save at least once"
@@ -93,10 +95,15 @@ def hf_export(config: Config) -> str:
 
 
 def start_from(config: Config, model_path: str) -> None:
-    """Hand the previous stage's weights on: to an unset distillation teacher, else to the stage's model."""
+    """Hand the previous stage's weights on: to an unset distillation teacher, else to the stage's model (with
+    LoRA, the previous stage's adapter to the stage's adapter, on the same base)."""
     teacher = _unset_teacher(config)
     if teacher is not None:
         teacher.model_path = model_path
+        return
+    if config.model.lora_configs and (Path(model_path) / ADAPTER_CONFIG).exists():
+        lora = config.model.lora_configs[0]
+        lora.path, lora.is_dummy = model_path, False
         return
     previous, critic = config.model.model_path, config.model.critic_model_path
     config.model = plain_model(

@@ -20,6 +20,7 @@ from typing import Dict, List, Optional
 from trinity.atomic_file import atomic_write_bytes, atomic_write_text
 from trinity.config.root import Config
 from trinity.job_layout import actor_dir, latest_step
+from trinity.model.lora import ADAPTER_CONFIG
 from trinity.monitor import read_scalars
 from trinity.reporting.curves import job_figure
 from trinity.reporting.tags import EVAL_SCORE, REVERSE_KL, REWARD, TOKENS_PER_S, is_eval_score
@@ -149,11 +150,16 @@ def paths(config: Config) -> dict:
         "job_dir": str(job_dir),
         "checkpoint_step": step,
         "checkpoint": None if checkpoint is None else str(checkpoint),
-        "hf_export": str(export) if export is not None and (export / "config.json").exists() else None,
+        "hf_export": str(export) if export is not None and _holds_export(export) else None,
         "monitor_dir": str(monitor),
         "tensorboard_dir": str(monitor) if tensorboard else None,
         "tensorboard_command": tensorboard_command(str(monitor)) if tensorboard else None,
     }
+
+
+def _holds_export(directory: Path) -> bool:
+    """An HF model directory, or with LoRA a PEFT adapter directory."""
+    return (directory / "config.json").exists() or (directory / ADAPTER_CONFIG).exists()
 
 
 def tensorboard_command(logdir: str) -> str:

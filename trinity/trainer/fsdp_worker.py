@@ -8,6 +8,7 @@ FSDP collectives line up. Checkpoints are torch.distributed.checkpoint shards pl
 
 import random
 import time
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Dict, List, Optional
 
@@ -26,6 +27,7 @@ from trinity.manager.checkpoint_shards import dim0_shard, write_shard
 from trinity.manager.published_weights import TensorMeta
 from trinity.manager.weight_sync import NcclSender, publish_checkpoint_shard, publish_memory, state_dict_meta
 from trinity.model.load import load_causal_lm, load_tokenizer, resolve_model_path
+from trinity.model.lora import adapter_names, add_adapter, merged_model
 from trinity.model.tied import tied_aliases, without_aliases
 from trinity.trainer.actor_loss import ActorLoss, micro_weight
 from trinity.trainer.critic import Critic
@@ -55,9 +57,14 @@ class FSDPWorker:
         )
         self.mesh = self._mesh()
         self.prompt_sharing: Dict[torch.nn.Module, bool] = {}  # per model: run each distinct prompt once
+        self.lora = config.model.lora_configs[0] if config.model.lora_configs else None
         self.model = self._build(trainable=True)
         self.tied = tied_aliases(self.model)  # weights leave this rank under one name per tensor
-        self.ref = self._build(trainable=False) if config.algorithm.uses_reference() else None
+        # with LoRA only the adapter leaves this rank (syncs, checkpoint shards); the base never changes
+        self.published = adapter_names(self.model, self.lora) if self.lora else None
+        # with LoRA the reference is the same model with its adapter switched off: no second copy of the base
+        uses_reference = config.algorithm.uses_reference()
+        self.ref = self._build(trainable=False) if uses_reference and self.lora is None else None
         self.teacher = (
             self._build(trainable=False, path=teacher_path(config)) if config.algorithm.uses_teacher else None
         )
@@ -85,7 +92,10 @@ class FSDPWorker:
         model = load_causal_lm(path, "float32", "cpu", self.config.model.trust_remote_code)
         if trainable and trainer.enable_gradient_checkpointing:
             model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
-        model.requires_grad_(trainable)
+        if trainable and self.lora is not None:
+            model = add_adapter(model, self.lora, trainable=True)  # the base frozen, the adapter trainable
+        else:
+            model.requires_grad_(trainable)
         model.train(trainable)
         model = self._shard(model)
         self.prompt_sharing[model] = _prompts_repeat(self.config) and shares_prompts(model)
@@ -136,7 +146,10 @@ class FSDPWorker:
 
     @torch.no_grad()
     def reference_logprobs(self, micro_batches: List[Batch]) -> List[torch.Tensor]:
-        return [self._forward(self.ref, micro, with_entropy=False)[0].cpu() for micro in micro_batches]
+        model = self.ref if self.ref is not None else self.model
+        switched_off = self.model.disable_adapter() if self.ref is None else nullcontext()
+        with switched_off:
+            return [self._forward(model, micro, with_entropy=False)[0].cpu() for micro in micro_batches]
 
     @torch.no_grad()
     def teacher_logprobs(self, micro_batches: List[Batch]) -> List[torch.Tensor]:
@@ -167,7 +180,7 @@ class FSDPWorker:
 
     def _actor_update(self, micro_batches: List[Batch], global_tokens: int, global_rows: int) -> Dict[str, float]:
         started = time.perf_counter()
-        if self.ref is not None:
+        if self.config.algorithm.uses_reference():
             for micro, ref in zip(micro_batches, self.reference_logprobs(micro_batches), strict=False):
                 micro["ref_logprobs"] = ref
         totals: Dict[str, float] = {}
@@ -205,18 +218,24 @@ class FSDPWorker:
         """Gathered CPU weights on rank 0 (None on the others); every rank must call it. A lone rank's plain CPU
         model holds them already: its own state dict (the same views, ~20x faster than gathering them)."""
         if self.device.type == "cpu" and not isinstance(self.model, FSDPModule):
-            return without_aliases(self.model.state_dict(), self.tied)
-        state = get_model_state_dict(self.model, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
-        return without_aliases(state, self.tied) if self.rank == 0 else None
+            return self._outgoing(self.model.state_dict())
+        options = StateDictOptions(full_state_dict=True, cpu_offload=True, ignore_frozen_params=self.lora is not None)
+        state = get_model_state_dict(self.model, options=options)
+        return self._outgoing(state) if self.rank == 0 else None
 
     def weights_meta(self) -> List[TensorMeta]:
         """(name, dtype, shape) of every entry of `full_state_dict()`, without gathering: a sharded model's
         DTensors carry their global shapes, so announcing a version costs nothing on any device."""
-        return state_dict_meta(without_aliases(self.model.state_dict(), self.tied))
+        return state_dict_meta(self._outgoing(self.model.state_dict()))
 
     def _weight_shards(self) -> Dict[str, tuple]:
-        state = without_aliases(self.model.state_dict(), self.tied)
-        return {name: dim0_shard(value.detach()) for name, value in state.items()}
+        return {name: dim0_shard(value.detach()) for name, value in self._outgoing(self.model.state_dict()).items()}
+
+    def _outgoing(self, state: Dict[str, torch.Tensor]) -> Dict[str, torch.Tensor]:
+        """What of a state dict leaves this rank: each tensor under one name; with LoRA the adapter alone."""
+        if self.published is not None:
+            return {name: value for name, value in state.items() if name in self.published}
+        return without_aliases(state, self.tied)
 
     def setup_weight_sender(self, synchronizer) -> None:
         """nccl sync, rank 0: form the broadcast group with the explorers (blocks until they joined)."""
@@ -251,25 +270,28 @@ class FSDPWorker:
         path = Path(directory)
         if "model" in contents:
             write_shard(path, self.rank, self.world_size, self._weight_shards())
-        save_sharded(path, self.model, self.optimizer, contents)
+        save_sharded(path, self.model, self.optimizer, contents, adapter_only=self.lora is not None)
         if "extra" in contents:
             extra = {"step": step, "scheduler": self.scheduler.state_dict(), "rng": _rng_state()}
             torch.save(extra, extra_state_path(path, self.rank, self.world_size))
-        if "hf_model" in contents:
-            full = self.full_state_dict()
-            if self.rank == 0:
+        exports = [part for part in ("hf_model", "hf_merged_model") if part in contents]
+        full = self.full_state_dict() if exports else None
+        if self.rank == 0 and exports:
+            model = self.config.model
+            base = resolve_model_path(model)
+            tokenizer = load_tokenizer(base, model.trust_remote_code, model.custom_chat_template)
+            if "hf_model" in exports:  # with LoRA a PEFT adapter directory (save_pretrained of the wrapped model)
                 self.model.save_pretrained(path / "huggingface", state_dict=full, safe_serialization=True)
-                model = self.config.model
-                tokenizer = load_tokenizer(
-                    resolve_model_path(model), model.trust_remote_code, model.custom_chat_template
-                )
                 tokenizer.save_pretrained(path / "huggingface")
+            if "hf_merged_model" in exports:
+                merged_model(base, self.lora, full).save_pretrained(path / "huggingface_merged")
+                tokenizer.save_pretrained(path / "huggingface_merged")
         dist.barrier()
 
     def load_checkpoint(self, directory: str, contents: List[str]) -> int:
         """Restore what `contents` names from `directory`; returns the step stored in it."""
         path = Path(directory)
-        load_sharded(path, self.model, self.optimizer, contents)
+        load_sharded(path, self.model, self.optimizer, contents, adapter_only=self.lora is not None)
         step = -1
         if "extra" in contents:
             extra = load_extra_state(path, self.rank, self.world_size)
@@ -307,7 +329,10 @@ def teacher_path(config: Config) -> str:
 
 
 def _decoder_layers(model: torch.nn.Module):
-    """The transformer blocks, each its own FSDP unit (HF causal LMs keep them at model.layers)."""
+    """The transformer blocks, each its own FSDP unit (HF causal LMs keep them at model.layers; a PEFT-wrapped
+    one under its base model)."""
+    if hasattr(model, "get_base_model"):
+        model = model.get_base_model()
     inner = getattr(model, "model", None)
     layers = getattr(inner, "layers", None)
     return list(layers) if layers is not None else []

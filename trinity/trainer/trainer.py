@@ -28,6 +28,7 @@ from trinity.in_process import local_handle
 from trinity.job_layout import CheckpointError, actor_dir, critic_dir
 from trinity.logs import apply_log_level
 from trinity.manager import RunningStatus, Synchronizer
+from trinity.manager.packing import meta_bytes
 from trinity.manager.state_actor import resume_checkpoint, state_actor
 from trinity.model.load import load_tokenizer, resolve_model_path
 from trinity.monitor import Monitor
@@ -107,6 +108,8 @@ class Trainer:
             await self._load_critic(directory.parent / "critic")
             self.last_sync_step = self.last_save_step = self.step
             logger.info("Trainer resumed from %s at step %d.", directory, self.step)
+        # what each sync moves: the whole model, or with LoRA the adapter alone
+        self.sync_bytes = meta_bytes(await self.workers[0].weights_meta.remote())
         if config.synchronizer.sync_method == SyncMethod.nccl:
             await asyncio.gather(*[w.setup_weight_sender.remote(self.synchronizer) for w in self.workers])
         if self.step > 0:  # a resumed run: explorers must get the trained weights, not the base model
@@ -205,6 +208,7 @@ class Trainer:
         timings = {}
         if not self.config.synchronizer.sync_style == SyncStyle.explorer_driven and await self._need_sync():
             timings["time/sync"] = await self.sync_weight()
+            timings["sync/bytes"] = float(self.sync_bytes)
         if self._need_save():
             timings["time/save"] = await self.save_checkpoint(final=self.step >= self.total_steps)
         if timings:
@@ -289,10 +293,8 @@ class Trainer:
         started = time.perf_counter()
         trainer = self.config.trainer
         contents = [str(c) for c in trainer.actor.checkpoint.save_contents]
-        if "hf_model" in contents and not (
-            trainer.save_hf_checkpoint == "always" or (final and trainer.save_hf_checkpoint == "last")
-        ):
-            contents.remove("hf_model")
+        if not (trainer.save_hf_checkpoint == "always" or (final and trainer.save_hf_checkpoint == "last")):
+            contents = [part for part in contents if part not in ("hf_model", "hf_merged_model")]
         job_dir = self.config.checkpoint_job_dir
         directory = actor_dir(job_dir, self.step)
         directory.mkdir(parents=True, exist_ok=True)

@@ -16,6 +16,7 @@ from trinity.config.rules.devices import check_cluster
 from trinity.config.rules.explorer import check_explorer, check_workflows
 from trinity.config.rules.general import check_data, check_global, check_monitor
 from trinity.config.rules.local_paths import absolute_local_paths
+from trinity.config.rules.lora import check_lora
 from trinity.config.rules.model import check_model
 from trinity.config.rules.sync import check_synchronizer
 from trinity.config.rules.trainer import check_trainer
@@ -31,6 +32,7 @@ RULES: List[Callable[[Config, Report], None]] = [
     check_cluster,
     check_synchronizer,
     check_explorer,
+    check_lora,
     check_buffer,
     check_reward_shaping,
     check_workflows,
