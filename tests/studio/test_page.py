@@ -24,6 +24,7 @@ from trinity.config import CONF_DIR, compose, validate
 from trinity.config.fields import field_infos
 from trinity.config.trainer import TrainerConfig
 from trinity.studio.registry import CONFIG_GENERATORS
+from trinity.studio.registry.model import LORA_FIELDS
 from trinity.studio.selection import all_options
 from trinity.studio.sidebar import DEFAULT_EXPERIMENT, SCHEMA_DEFAULTS
 from trinity.studio.values import plain
@@ -101,7 +102,7 @@ def test_beginner_mode_shows_the_essential_fields():
 
 def _entry_keys(name: str) -> set:
     """The widget keys an entry renders: its session keys, or its own name (views, flag lists, derived)."""
-    if name in ("eval_tasksets", "auxiliary_models"):
+    if name in ("eval_tasksets", "auxiliary_models", "lora_configs"):
         return {f"{name}.add"}
     keys = {binding.key for binding in CONFIG_GENERATORS.bindings_of(name)}
     if name == "training_args" or not keys:
@@ -194,6 +195,44 @@ def test_values_survive_mode_switches():
     set_values(at, mode_switch="Beginner Mode")
     set_values(at, mode_switch="Expert Mode")
     assert widget(at, "sync_timeout").value == 77.0 and widget(at, "runner_per_model").value == 3
+
+
+def _lora_keys(at) -> list:
+    return [key for key in widgets(at) if key.startswith("lora_configs")]
+
+
+def test_the_lora_adapter_is_an_expert_item_list_of_its_settable_fields(tmp_path):
+    """model.lora_configs: no widget in the beginner mode; in the expert mode an add button, then one box
+    of the user-settable fields (not the derived is_dummy). A second adapter is validation's problem."""
+    at = make_valid(schema_page(), tmp_path)
+    assert _lora_keys(at) == []
+    expert(at)
+    assert _lora_keys(at) == ["lora_configs.add"]
+    assert widget(at, "lora_configs.add").label == "Add LoRA adapter"
+    widget(at, "lora_configs.add").click()
+    at.run()
+    assert_clean(at)
+    item = _lora_keys(at)[0].rsplit(".", 1)[0]  # lora_configs.<uid>
+    fields = {key[len(item) + 1 :]: w for key, w in widgets(at).items() if key.startswith(item + ".")}
+    assert set(fields) == {*LORA_FIELDS, "remove"}  # no is_dummy: validation derives it
+    assert fields["target_modules"].value == "all-linear" and fields["exclude_modules"].value == ""
+    assert fields["lora_rank"].value == 32 and fields["lora_dtype"].value == "auto"
+    assert "`[a, b]`" in fields["target_modules"].help
+    set_values(at, **{f"{item}.target_modules": "q_proj, v_proj"})
+    assert not warnings(at)
+    set_values(at, mode_switch="Beginner Mode")  # hidden, but still part of the config
+    assert _lora_keys(at) == []
+    generate(at)
+    assert "'model.lora_configs=[{target_modules:[q_proj,v_proj]}]'" in command_text(at)
+    expert(at)
+    assert widget(at, f"{item}.target_modules").value == "[q_proj, v_proj]"  # the list, shown from the config
+    widget(at, "lora_configs.add").click()
+    at.run()
+    assert any("trains one adapter per run" in text for text in warnings(at)), warnings(at)
+    assert widget(at, "generate_config").disabled
+    widget(at, f"{item}.remove").click()
+    at.run()
+    assert not warnings(at) and not widget(at, "generate_config").disabled
 
 
 def _aux_model(at):

@@ -11,9 +11,12 @@ from streamlit.testing.v1 import AppTest
 
 from tests.conftest import REPO
 from tests.seed_defaults import expected_default
+from trinity.config.fields import field_infos
+from trinity.config.lora import LoRAConfig
 from trinity.config.seed_keys import SEED_KEYS, resolve_field
-from trinity.manager.config_registry import CONFIG_GENERATORS
-from trinity.studio.values import plain, to_state
+from trinity.manager.config_registry import CONFIG_GENERATORS, model_config_manager
+from trinity.studio.items import ITEM_LISTS
+from trinity.studio.values import plain, sub_field, to_config, to_state
 
 MODULE = "trinity.manager.config_registry.{}_config_manager"
 SHARED_CHECK = REPO.parent / "shared" / "tools" / "seed_api_check.py"
@@ -71,6 +74,38 @@ def test_aliases_edit_the_owners_key():
 def test_unknown_or_hidden_entries_are_none():
     assert CONFIG_GENERATORS.get("engine_type") is None  # no such entry (the original page asked for it)
     assert "clip_ratio_c_in_policy_loss_fn" in CONFIG_GENERATORS.names()  # every function argument has an entry
+
+
+def test_the_lora_adapters_are_an_item_list_the_seed_does_not_name():
+    """model.lora_configs has a Studio entry (re-exported at the seed's module path like every entry of the
+    model section) though the seed names none; its items edit the settable fields, not the derived is_dummy."""
+    assert "set_lora_configs" not in {key.function for key in SEED_KEYS}
+    assert model_config_manager.set_lora_configs is not None
+    (binding,) = CONFIG_GENERATORS.bindings_of("lora_configs")
+    assert binding.paths == ("model.lora_configs",) and CONFIG_GENERATORS.default_config()["lora_configs"] == []
+    cls, subpaths = ITEM_LISTS["lora_configs"]
+    assert cls is LoRAConfig and "is_dummy" not in subpaths
+    assert set(subpaths) == {name for name, info in field_infos(LoRAConfig).items() if not info.derived}
+
+
+@pytest.mark.parametrize(
+    "value, text",
+    [("all-linear", "all-linear"), (["q_proj", "v_proj"], "[q_proj, v_proj]"), (["o_proj"], "[o_proj]"), (None, "")],
+)
+def test_module_name_fields_are_text_that_reads_back_as_the_value(value, text):
+    """target_modules and exclude_modules (typed Any: a name or a list of names) are one line of text."""
+    for field in ("target_modules", "exclude_modules"):
+        info = sub_field(LoRAConfig, field)
+        assert to_state(info, value) == text
+        assert to_config(info, text) == value
+
+
+def test_module_names_may_be_typed_without_brackets_or_with_quotes():
+    info = sub_field(LoRAConfig, "target_modules")
+    assert to_config(info, " q_proj,  v_proj ") == ["q_proj", "v_proj"]
+    assert to_config(info, "['q_proj', \"v_proj\",]") == ["q_proj", "v_proj"]
+    assert to_config(info, "q_proj") == "q_proj"  # one name: validation reads it as [q_proj]
+    assert to_config(info, "[]") == []
 
 
 def _render_one_entry():

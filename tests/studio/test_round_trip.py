@@ -87,6 +87,14 @@ def scenario_opmd_lists(at, root):
     set_values(at, extra_overrides=OWN_DEVICES)
 
 
+def scenario_lora(at, root):
+    expert(at)
+    widget(at, "lora_configs.add").click()
+    at.run()
+    item = next(k for k in widgets(at) if k.startswith("lora_configs.")).rsplit(".", 1)[0]
+    set_values(at, **{f"{item}.lora_rank": 16, f"{item}.target_modules": "[q_proj, v_proj]"})
+
+
 # one stage in mode both: the default experiment's opmd stage runs in colocate, which has no device for
 # an auxiliary model (and the page cannot set one stage's mode: it refuses list-index keys)
 OWN_DEVICES = "stages=[]"
@@ -98,6 +106,7 @@ SCENARIOS = {
     "dpo-megatron": scenario_dpo_megatron,
     "sft-fsdp": scenario_sft,
     "opmd-lists": scenario_opmd_lists,
+    "lora": scenario_lora,
 }
 
 
@@ -167,6 +176,50 @@ def test_a_written_config_loads_back_unchanged(tmp_path):
     generate(fresh)
     assert config_file_text(fresh) == text
     assert resolved_config(fresh) == shown
+
+
+LORA = {"lora_rank": 16, "target_modules": ["q_proj", "v_proj"]}
+
+
+def test_a_lora_config_loads_into_the_page_and_is_written_back_with_the_same_values(tmp_path):
+    """model.lora_configs from a YAML file: the adapter's widgets show it (the module list as `[a, b]`
+    text), and the file the page writes holds the same entry and validates to the same config."""
+    values = {
+        "checkpoint_root_dir": str(tmp_path),
+        "stages": [],
+        "buffer": {"explorer_input": {"taskset": {"path": str(tmp_path / "tasks.jsonl")}}},
+        "explorer": {"rollout_model": {"engine_num": 1}},
+        "model": {"lora_configs": [LORA]},
+    }
+    path = tmp_path / "lora.yaml"
+    path.write_text(yaml.safe_dump(values), encoding="utf-8")
+    at = open_page()
+    set_values(at, load_path=str(path))
+    widget(at, "load_file").click()
+    at.run()
+    assert any("Loaded" in s.value for s in at.success), [e.value for e in at.error]
+    expert(at)
+    item = next(k for k in widgets(at) if k.startswith("lora_configs.")).rsplit(".", 1)[0]
+    assert widget(at, f"{item}.lora_rank").value == 16
+    assert widget(at, f"{item}.target_modules").value == "[q_proj, v_proj]"
+    assert widget(at, f"{item}.exclude_modules").value == ""
+    generate(at)
+    written = yaml.safe_load(config_file_text(at))
+    assert written["model"]["lora_configs"] == [LORA]
+    expected = validate(compose([f"checkpoint_root_dir={tmp_path}", "stages=[]", *_lora_overrides(tmp_path)]))
+    assert resolved_config(at) == yaml.safe_load(OmegaConf.to_yaml(OmegaConf.structured(expected.configs[0])))
+    lora = resolved_config(at)["model"]["lora_configs"]
+    assert [(a["lora_rank"], a["target_modules"], a["exclude_modules"]) for a in lora] == [
+        (16, ["q_proj", "v_proj"], None)
+    ]
+
+
+def _lora_overrides(root) -> list:
+    return [
+        f"buffer.explorer_input.taskset.path={root / 'tasks.jsonl'}",
+        "explorer.rollout_model.engine_num=1",
+        "model.lora_configs=[{lora_rank:16,target_modules:[q_proj,v_proj]}]",
+    ]
 
 
 SHIPPED = {label: overrides for label, overrides in start_points().items() if overrides is not None}

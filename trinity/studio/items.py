@@ -1,4 +1,4 @@
-"""Add/remove lists of config sections (eval tasksets, auxiliary models).
+"""Add/remove lists of config sections (eval tasksets, auxiliary models, LoRA adapters).
 
 The list lives in one session key as items `{"uid", "value"}` holding every field of the section; the
 widgets of an item edit some of its fields (keys `<list>.<uid>.<field>`) and the rest is kept as it is.
@@ -28,16 +28,20 @@ def item_list(
     subpaths: Sequence[str],
     *,
     add_label: str,
+    path: Optional[str] = None,
     new_values: Callable[[int], dict] = lambda index: {},
     visible: Optional[Callable[[], bool]] = None,
     per_row: int = 4,
 ) -> Callable:
-    """A seed entry holding a list of sections, edited as an add button plus one bordered box per item."""
-    seed = SEED[function]
+    """A seed entry holding a list of sections, edited as an add button plus one bordered box per item.
+    `path`: the schema path of a list the seed does not name (e.g. model.lora_configs)."""
     name = function[len("set_") :]
-    path = seed.paths[0]
-    cls = item_class(resolve_field(path, seed.variant))
-    binding = Binding(name, (path,), tuple(seed.variant.items()))
+    variant: Dict[str, str] = {}
+    if path is None:
+        seed = SEED[function]
+        path, variant = seed.paths[0], seed.variant
+    cls = item_class(resolve_field(path, variant))
+    binding = Binding(name, (path,), tuple(variant.items()))
     ITEM_LISTS[name] = (cls, tuple(subpaths))
 
     def add(key: str) -> None:

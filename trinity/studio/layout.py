@@ -84,6 +84,8 @@ def _model(registry) -> None:
     row("critic_model_path")
     row("monitor_type", "log_level", "node_num", "gpu_per_node", "cpu_devices_per_node")
     row("max_prompt_tokens", "max_response_tokens", "min_response_tokens", "max_model_len")
+    with st.expander("LoRA adapter", expanded=True):
+        row("lora_configs")
 
 
 def _buffer(registry) -> None:

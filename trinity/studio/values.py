@@ -1,7 +1,8 @@
 """Conversions between config values and the values page widgets hold, driven by the schema's FieldInfo.
 
 Widgets hold plain values: Enum members become their string value, optional text is None when empty,
-dict fields are edited as JSON text, and lists of sections (eval tasksets, auxiliary models) are lists of
+dict fields are edited as JSON text, untyped fields (a name or a list of names: LoRA's target_modules) as
+text where a list is written `[a, b]`, and lists of sections (eval tasksets, auxiliary models) are lists of
 items `{"uid": n, "value": {...all fields...}}` (the uid keeps widget keys stable when an item is removed).
 """
 
@@ -59,6 +60,34 @@ def is_mapping(info: FieldInfo) -> bool:
     return typing.get_origin(info.base_type) in (dict, typing.Dict)
 
 
+def is_untyped(info: FieldInfo) -> bool:
+    """A field typed Any: it holds a name or a list of names, edited as text (`all-linear`, `[q_proj, v_proj]`)."""
+    return info.base_type is Any
+
+
+def names_text(value: Any) -> str:
+    """A name or a list of names as one line of text: a list in brackets, null as empty text."""
+    if value is None:
+        return ""
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(str(name) for name in value) + "]"
+    return str(value)
+
+
+def parse_names(text: Any) -> Any:
+    """The text of `names_text` back: empty is None, `[a, b]` or `a, b` a list of names, anything else the text."""
+    if not isinstance(text, str):
+        return plain(text)
+    text = text.strip()
+    if not text:
+        return None
+    bracketed = text.startswith("[") and text.endswith("]")
+    if not bracketed and "," not in text:
+        return text
+    inner = text[1:-1] if bracketed else text
+    return [name for part in inner.split(",") if (name := part.strip().strip("'\"").strip())]
+
+
 @cache
 def section_defaults(cls: type) -> dict:
     """Every field of a section class with its schema default, as plain containers."""
@@ -97,6 +126,8 @@ def to_state(info: FieldInfo, value: Any) -> Any:
         return [new_item(cls, item) for item in items]
     if is_mapping(info):
         return json.dumps(plain(value) or {}, sort_keys=True)
+    if is_untyped(info):
+        return names_text(plain(value))
     return numeric(info, plain(value))
 
 
@@ -123,6 +154,8 @@ def to_config(info: FieldInfo, value: Any) -> Any:
         return [difference(item["value"], section_defaults(cls)) for item in value or []]
     if is_mapping(info):
         return parse_json_mapping(value)
+    if is_untyped(info):
+        return parse_names(value)
     if value == "" and info.optional and strip_optional(info.type) is str:
         return None
     return plain(value)

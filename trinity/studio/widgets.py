@@ -9,9 +9,10 @@ import streamlit as st
 
 from trinity.config.errors import show
 from trinity.config.fields import FieldInfo, type_name
-from trinity.studio.values import enum_of_list, is_mapping, numeric, to_state
+from trinity.studio.values import enum_of_list, is_mapping, is_untyped, numeric, to_state
 
 NONE_LABEL = "(empty)"
+NAMES_HELP = "Text: one name, or a list as `[a, b]` (or `a, b`); empty is null."
 NOT_APPLIED = " (not applied)"
 
 
@@ -60,6 +61,8 @@ def render_field(
     if info.unapplied:  # locked: validation refuses any other value
         st.session_state[key] = to_state(info, info.default)
         label, disabled = label + NOT_APPLIED, True
+    if is_untyped(info):
+        help_extra = " ".join(part for part in (NAMES_HELP, help_extra) if part)
     help_text = help_of(info, path, help_extra)
     common = {"key": key, "help": help_text, "disabled": disabled, "on_change": on_change}
     value = st.session_state.get(key)
@@ -83,7 +86,8 @@ def render_field(
         return st.number_input(label, **_number_options(info, value), **common)
     if is_mapping(info):
         return st.text_area(label, height=100, **common)
-    return st.text_input(label, placeholder=NONE_LABEL if info.optional else None, **common)
+    optional = info.optional or is_untyped(info)
+    return st.text_input(label, placeholder=NONE_LABEL if optional else None, **common)
 
 
 def _number_options(info: FieldInfo, value: Any) -> dict:

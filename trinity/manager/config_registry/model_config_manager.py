@@ -2,6 +2,7 @@
 `trinity.studio.registry.model`, re-exported under the seed's module name."""
 
 from trinity.studio.registry.model import (
+    LORA_FIELDS,
     check_checkpoint_root_dir,
     check_model_path,
     set_checkpoint_root_dir,
@@ -10,6 +11,7 @@ from trinity.studio.registry.model import (
     set_exp_name,
     set_gpu_per_node,
     set_log_level,
+    set_lora_configs,
     set_max_model_len,
     set_max_prompt_tokens,
     set_max_response_tokens,
@@ -24,6 +26,7 @@ from trinity.studio.registry.model import (
 )
 
 __all__ = [
+    "LORA_FIELDS",
     "check_checkpoint_root_dir",
     "check_model_path",
     "set_checkpoint_root_dir",
@@ -32,6 +35,7 @@ __all__ = [
     "set_exp_name",
     "set_gpu_per_node",
     "set_log_level",
+    "set_lora_configs",
     "set_max_model_len",
     "set_max_prompt_tokens",
     "set_max_response_tokens",

@@ -1,9 +1,10 @@
-"""Studio entries of the global and model keys, the cluster and its device split (seed path:
+"""Studio entries of the global and model keys, the LoRA adapter, the cluster and its device split (seed path:
 `trinity.manager.config_registry.model_config_manager`)."""
 
 import streamlit as st
 
 from trinity.studio import entries
+from trinity.studio.items import item_list
 from trinity.studio.registry.registry import CONFIG_GENERATORS as CG
 from trinity.studio.visibility import use_critic
 
@@ -29,6 +30,20 @@ set_max_prompt_tokens = entries.field(CG, "set_max_prompt_tokens")
 set_min_response_tokens = entries.field(CG, "set_min_response_tokens")
 set_max_response_tokens = entries.field(CG, "set_max_response_tokens")
 set_max_model_len = entries.field(CG, "set_max_model_len")
+# one adapter per run: validation reports a second entry (derived is_dummy is no widget)
+LORA_FIELDS = (
+    "name",
+    "path",
+    "base_model_name",
+    "lora_rank",
+    "lora_alpha",
+    "lora_dtype",
+    "target_modules",
+    "exclude_modules",
+)
+set_lora_configs = item_list(
+    CG, "set_lora_configs", LORA_FIELDS, add_label="Add LoRA adapter", path="model.lora_configs"
+)
 set_node_num = entries.field(CG, "set_node_num")
 set_gpu_per_node = entries.field(CG, "set_gpu_per_node")
 set_cpu_devices_per_node = entries.field(
