@@ -341,6 +341,69 @@ def sync_bench(name: str, record: dict) -> str:
     return intro + "\n\n" + table(header, rows)
 
 
+def lora_tables(record: dict) -> str:
+    """The training pair (full, LoRA) and the sync pairs by method and engine, LoRA / full of each pair."""
+
+    def share(lora, full):
+        return None if lora is None or not full else lora / full
+
+    def number(value, spec: str) -> str:
+        return "—" if value is None else format(value, spec)
+
+    parts = []
+    training = {row["kind"]: row for row in record.get("training", [])}
+    if training:
+        lr = next((o.split("=", 1)[1] for o in record["lora"] if o.startswith("algorithm.optimizer.lr=")), "—")
+        rows = [
+            [
+                kind,
+                lr if kind == "lora" else "the preset's",
+                seconds(row["train_step_s"]),
+                whole(row["peak_rss_mb"]),
+                number(row["accuracy_start"], ".3f"),
+                number(row["accuracy_final"], ".3f"),
+                whole(row["wall_s"]),
+            ]
+            for kind, row in training.items()
+        ]
+        full, lora = training.get("full"), training.get("lora")
+        if full and lora:
+            step, memory = (
+                share(lora["train_step_s"], full["train_step_s"]),
+                share(lora["peak_rss_mb"], full["peak_rss_mb"]),
+            )
+            rows.append(["LoRA / full", "", ratio(step), ratio(memory), "", "", ""])
+        header = ["run", "lr", "train step s", "peak RSS MB", "accuracy start", "accuracy final", "wall s"]
+        parts.append(f"{record['steps']} GRPO steps each:\n\n" + table(header, rows))
+    sync = record.get("sync", [])
+    if sync:
+        rows = []
+        for full, lora in zip(sync[::2], sync[1::2], strict=True):
+            mb = [None if r["sync_bytes"] is None else r["sync_bytes"] / 2**20 for r in (full, lora)]
+            rows.append(
+                [
+                    full["method"],
+                    full["engine"],
+                    number(mb[0], ".1f"),
+                    number(mb[1], ".1f"),
+                    number(share(lora["sync_bytes"], full["sync_bytes"]), ".3f"),
+                    seconds(full["publish_s"]),
+                    seconds(lora["publish_s"]),
+                    seconds(full["load_s"]),
+                    seconds(lora["load_s"]),
+                    ratio(share(lora["load_s"], full["load_s"])),
+                ]
+            )
+        header = ["method", "engine", "full MB", "LoRA MB", "bytes LoRA / full", "publish s full", "publish s LoRA"]
+        header += ["load s full", "load s LoRA", "load LoRA / full"]
+        parts.append(f"Per sync, median of {record['sync_steps']} syncs per run:\n\n" + table(header, rows))
+    return "\n\n".join(parts)
+
+
+def lora(name: str, record: dict) -> str:
+    return lora_tables(record)
+
+
 def buffer_queue(name: str, record: dict) -> str:
     header = ["experiences", "batch", "payload MB", "raw ms", "bytes ms", "objects ms", "bytes / raw", "objects / raw"]
     rows = [
@@ -415,6 +478,16 @@ SECTIONS = [
         "TRL in the same round, of the peak memory summed over its whole process tree, and of its start-up "
         "(process start to the first finished step).",
         {"peer_*": peer},
+    ),
+    (
+        "lora.py",
+        "LoRA against full fine-tuning",
+        "The real model's GRPO work (the `smollm2_math` preset) with all weights and with a LoRA adapter, each run "
+        "its own `python -m trinity` process and each LoRA run right after its full-weight twin: train step time, "
+        "peak memory of the process tree and held-out accuracy after the same steps in the preset's own setup "
+        "(colocate, vLLM); and per weight sync, in mode `both` by each method into each engine, the bytes moved, "
+        "the trainer's publishing time and the explorer's time to load the version into its engines.",
+        {"lora*": lora},
     ),
     (
         "generate_throughput.py",

@@ -91,6 +91,15 @@ def check_vllm_sync_bench(record, out):
     assert all(row["seconds"] > 0 and row["raw_seconds"] > 0 for row in record["rows"])
 
 
+def check_lora(record, out):
+    """One pair of tiny runs (full, LoRA) read for both tables: the LoRA sync moves fewer bytes than the full one."""
+    assert [row["kind"] for row in record["training"]] == ["full", "lora"]
+    assert all(row["train_step_s"] > 0 and row["peak_rss_mb"] > 0 for row in record["training"])
+    full, lora = record["sync"]
+    assert (full["method"], full["engine"]) == ("memory", "hf") and 0 < lora["sync_bytes"] < full["sync_bytes"]
+    assert full["load_s"] > 0 and lora["load_s"] > 0
+
+
 # bench -> (the JSON it writes, whether --out names the directory rather than the file, its check)
 SMOKES = {
     "accuracy_curve.py": ("accuracy_curve.json", True, check_accuracy_curve),
@@ -99,6 +108,7 @@ SMOKES = {
     "e2e.py": ("e2e.json", False, check_e2e),
     "generate_throughput.py": ("generate_throughput.json", False, check_generate_throughput),
     "gpu_check.py": ("gpu_check.json", False, check_gpu_check),
+    "lora.py": ("lora.json", False, check_lora),
     "peer.py": ("peer_tiny.json", False, check_peer),
     "rollout_step.py": ("rollout_step.json", False, check_rollout_step),
     "sync_bench.py": ("sync_bench.json", False, check_sync_bench),

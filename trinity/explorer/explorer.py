@@ -103,6 +103,7 @@ class Explorer:
             self.advantage = ADVANTAGE_FN.implementation(algorithm.advantage_fn)(**algorithm.advantage_fn_args)
         self.monitor = Monitor(config, self.name)
         self.version = 0  # the engines start from the base model; prepare() pulls a newer one on resume
+        self._loading_s = 0.0  # seconds this sync spent loading weights into the engines (time/weight_load)
         self.last_metrics: Dict[str, float] = {}
         self._committing = None  # the StateManager's answer to a progress commit not awaited yet (`_save_state`)
 
@@ -340,6 +341,7 @@ class Explorer:
 
     async def sync_weight(self) -> int:
         started = time.perf_counter()
+        self._loading_s = 0.0
         sync = self.config.synchronizer
         if sync.sync_method == SyncMethod.nccl:
             if (
@@ -350,9 +352,10 @@ class Explorer:
             await self._receive_broadcast()
         else:
             await self._pull(wait=sync.sync_style != SyncStyle.trainer_driven)
-        self.monitor.log(
-            {"time/sync": time.perf_counter() - started, "sync/model_version": float(self.version)}, self.step
-        )
+        metrics = {"time/sync": time.perf_counter() - started, "sync/model_version": float(self.version)}
+        if self._loading_s:
+            metrics["time/weight_load"] = self._loading_s
+        self.monitor.log(metrics, self.step)
         await self._save_state(wait=False)
         return self.version
 
@@ -360,7 +363,9 @@ class Explorer:
         """nccl: meet the trainer's broadcast and load it into every engine (None: the trainer has stopped)."""
         version = await asyncio.to_thread(nccl_handshake, self.synchronizer, self.name)
         if version is not None:
+            started = time.perf_counter()
             await asyncio.gather(*[engine.receive_weights.remote(version) for engine in self.engines])
+            self._loading_s += time.perf_counter() - started
             self.version = version
 
     async def _write(self, experiences: List[Experience]) -> None:
@@ -390,7 +395,9 @@ class Explorer:
 
     async def _load_published(self, published: Any, version: int) -> None:
         """Every engine reads the published weights itself (zero-copy from the store or the shard files)."""
+        started = time.perf_counter()
         await asyncio.gather(*[engine.load_published.remote(published, version) for engine in self.engines])
+        self._loading_s += time.perf_counter() - started
 
     async def setup_weight_sync_group(self, spec: Any) -> None:
         """Called by the Synchronizer when the trainer forms the nccl group: every engine joins as a rank."""
