@@ -29,7 +29,7 @@ def check_explorer(config: Config, report: Report) -> None:
             if index == 0:
                 engine.model_path = model.model_path
             elif index == 1 and config.algorithm.uses_teacher:
-                _check_unset_teacher(report)
+                _check_unset_teacher(report, bool(config.model.lora_configs))
             elif config.mode in EXPLORER_MODES:
                 report.problem(
                     f"explorer.auxiliary_models[{index - 1}].model_path",
@@ -99,10 +99,19 @@ def _check_parser_name(name: str, value: str, key: str, report: Report) -> None:
         report.problem(key, value, "is not a parser vLLM knows", f"use one of {', '.join(known)}")
 
 
-def _check_unset_teacher(report: Report) -> None:
+def _check_unset_teacher(report: Report, lora: bool) -> None:
     """A distillation stage after another one distils that stage's export (trinity.orchestration.stages
-    fills the path when the stage starts); anywhere else the teacher must be named."""
+    fills the path when the stage starts); anywhere else the teacher must be named. With LoRA the export is
+    an adapter directory, which no engine serves as a model on its own."""
     key = "explorer.auxiliary_models[0].model_path"
+    if lora:
+        report.problem(
+            key,
+            None,
+            "the distillation teacher must be given with model.lora_configs: the previous stage exports an adapter",
+            f"set {key}=/path/to/teacher (a full model, e.g. a huggingface_merged export)",
+        )
+        return
     if _follows_a_stage(report):
         report.note(key, None, "the previous stage's HF export", "an unset teacher is the previous stage's model")
         return
