@@ -67,6 +67,15 @@ def test_other_stages_start_from_the_previous_export():
     assert grpo.model.model_path == grpo.explorer.rollout_model.model_path == "/runs/sft_warmup/export"
 
 
+def test_with_lora_a_stage_continues_the_previous_stage_s_adapter_on_the_same_base(tmp_path):
+    (tmp_path / "adapter_config.json").write_text("{}")  # the previous stage's export: an adapter directory
+    grpo = validated("model.lora_configs=[{lora_rank: 8}]", staged=True).configs[1]
+    base = grpo.model.model_path
+    start_from(grpo, str(tmp_path))
+    assert grpo.model.model_path == grpo.explorer.rollout_model.model_path == base
+    assert grpo.model.lora_configs[0].path == str(tmp_path) and grpo.model.lora_configs[0].is_dummy is False
+
+
 @pytest.mark.parametrize(
     "overrides, where",
     [
