@@ -31,6 +31,7 @@ SHRUNK = [
     "explorer.runner_per_model=2",
     "explorer.eval_interval=2",
     "explorer.eval_on_startup=false",
+    "+stages.0.buffer.explorer_input.eval_tasksets=[]",  # the warm-up's own evaluation job is not checked here
 ]
 
 
