@@ -12,7 +12,9 @@ LoRA run follows its full-weight twin at once (the machine is shared: pairs see 
 Ratios are LoRA / full of the same pair.
 
     python bench/lora.py [--steps 20] [--sync-steps 3] [--lora-rank 16] [--lora-lr 1e-4] [--parts training,sync]
-                         [--out docs/benchmarks/lora.json] [--smoke]
+                         [--out docs/benchmarks/lora.json] [--smoke] [OVERRIDE ...]
+
+OVERRIDEs apply to every run (e.g. `explorer.rollout_model.engine_type=hf` for the training pair).
 
 `--smoke`: the tiny model on the default experiment's GRPO part, one pair of 2-step runs (mode both, memory
 sync into the HF engine) read for both tables, to check the bench runs.
@@ -119,9 +121,10 @@ def main() -> None:
     parser.add_argument("--parts", default="training,sync", help="comma-separated: training, sync")
     parser.add_argument("--out", help="the JSON file (default bench/results/lora.json)")
     parser.add_argument("--smoke", action="store_true", help=SMOKE_HELP)
+    parser.add_argument("overrides", nargs="*", help="extra overrides of every run")
     args = parser.parse_args()
     out = out_path(args.out, "bench/results/lora.json", args.smoke)
-    preset = SMOKE_PRESET if args.smoke else PRESET
+    preset = [*(SMOKE_PRESET if args.smoke else PRESET), *args.overrides]
     steps, sync_steps = (2, 2) if args.smoke else (args.steps, args.sync_steps)
     lora = lora_overrides(args.lora_rank, args.lora_lr)
     facts = run_facts(smoke=args.smoke)
