@@ -6,7 +6,9 @@ from transformers import Qwen2Config, Qwen2ForCausalLM
 
 from tests.trainer.conftest import experiences, trainer_config
 from trinity.buffer.batch import collate
+from trinity.config.lora import LoRAConfig
 from trinity.model.load import load_causal_lm, resolve_model_path
+from trinity.model.lora import adapter_names, add_adapter
 from trinity.trainer.shared_prompt import distinct_prompts, response_logits, shares_prompts
 
 
@@ -19,7 +21,7 @@ def _logits_and_grads(model, micro, response_len, share):
     model.zero_grad(set_to_none=True)
     logits = response_logits(model, micro, response_len, share)
     logits.float().log_softmax(-1).mean().backward()
-    return logits.detach(), {name: p.grad.clone() for name, p in model.named_parameters()}
+    return logits.detach(), {name: p.grad.clone() for name, p in model.named_parameters() if p.grad is not None}
 
 
 @pytest.mark.parametrize("shared_prompts", [True, False])
@@ -35,6 +37,26 @@ def test_shared_pass_matches_the_full_pass(model_path, shared_prompts):
     assert (full_logits - shared_logits).abs().max() < 1e-4
     for name, grad in full_grads.items():
         assert torch.allclose(grad, shared_grads[name], atol=1e-5), name
+
+
+def test_a_lora_wrapped_model_shares_prompts_and_matches_its_full_pass(model_path):
+    """PEFT's wrapper hides the base model's `logits_to_keep` from its own signature: judged by its base, a
+    LoRA policy keeps the shared pass (and the full pass computes logits at the response positions only)."""
+    lora = LoRAConfig(name="default", lora_rank=4, lora_alpha=8)
+    model = add_adapter(load_causal_lm(model_path), lora, trainable=True).train()
+    with torch.no_grad():
+        for name, param in model.named_parameters():
+            if ".lora_B." in name:
+                param.normal_(std=0.1)
+    batch = collate(experiences(8, 60, seed=6, group=4, shared_prompts=True), pad_token_id=0)
+    micro = {key: batch[key] for key in ("input_ids", "attention_mask", "position_ids")}
+    response_len = batch["response_mask"].shape[1]
+    assert shares_prompts(model)
+    full_logits, full_grads = _logits_and_grads(model, micro, response_len, share=False)
+    shared_logits, shared_grads = _logits_and_grads(model, micro, response_len, share=True)
+    assert (full_logits - shared_logits).abs().max() < 1e-4
+    for name in adapter_names(model, lora):
+        assert torch.allclose(full_grads[name], shared_grads[name], atol=1e-5), name
 
 
 def test_distinct_prompts_groups_rows_by_their_prompt_columns():

@@ -9,7 +9,8 @@ Whether a model takes this path is decided once per model (`shares_prompts`), ne
 FSDP ranks run the same number of forward passes. Models whose cache is not one plain key/value
 store per layer (sliding windows, recurrent state), and gradient checkpointing (which turns the
 cache off), take one full pass, which computes logits only at the response positions where the
-model's forward takes `logits_to_keep` (remote code may not).
+model's forward takes `logits_to_keep` (remote code may not). A PEFT-wrapped model (LoRA) is judged by its
+base causal LM, whose forward the wrapper passes every keyword argument to.
 """
 
 import functools
@@ -24,7 +25,7 @@ from trinity.trainer.token_stats import at_response_positions
 
 def shares_prompts(model: torch.nn.Module) -> bool:
     """Whether `model` can run prompts and responses as two passes joined by a plain key/value cache."""
-    if getattr(model, "is_gradient_checkpointing", False) or not _keeps_logits(type(model)):
+    if getattr(model, "is_gradient_checkpointing", False) or not _keeps_logits(_forward_class(model)):
         return False
     try:
         cache = DynamicCache(config=model.config)
@@ -40,7 +41,7 @@ def response_logits(model: torch.nn.Module, micro: dict, response_len: int, shar
     prompt_len = ids.shape[1] - response_len
     if not share or prompt_len < 1:
         inputs = {"input_ids": ids, "attention_mask": mask, "position_ids": positions, "use_cache": False}
-        if not _keeps_logits(type(model)):
+        if not _keeps_logits(_forward_class(model)):
             return at_response_positions(model(**inputs).logits, response_len)
         return model(**inputs, logits_to_keep=response_len + 1).logits[:, :response_len]
     first, owner = distinct_prompts(ids, mask, prompt_len)
@@ -72,6 +73,11 @@ def distinct_prompts(ids: torch.Tensor, mask: torch.Tensor, prompt_len: int):
     first = torch.full((int(owner.max()) + 1,), len(owner), device=owner.device, dtype=rows.dtype)
     first = first.scatter_reduce(0, owner, rows, reduce="amin")
     return first, owner
+
+
+def _forward_class(model: torch.nn.Module) -> type:
+    """The class whose forward computes the logits: a PEFT wrapper's base causal LM, else the model's own."""
+    return type(model.get_base_model()) if hasattr(model, "get_base_model") else type(model)
 
 
 @functools.cache
