@@ -374,7 +374,8 @@ def lora_tables(record: dict) -> str:
             )
             rows.append(["LoRA / full", "", ratio(step), ratio(memory), "", "", ""])
         header = ["run", "lr", "train step s", "peak RSS MB", "accuracy start", "accuracy final", "wall s"]
-        parts.append(f"{record['steps']} GRPO steps each:\n\n" + table(header, rows))
+        setup = " ".join(record.get("preset", []))
+        parts.append(f"{record['steps']} GRPO steps each (`{setup}`):\n\n" + table(header, rows))
     sync = record.get("sync", [])
     if sync:
         rows = []
