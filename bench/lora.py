@@ -21,18 +21,14 @@ sync into the HF engine) read for both tables, to check the bench runs.
 """
 
 import argparse
-import os
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
-import psutil
-from peer import tree_rss_mb
+from peer import run_watched
 from render_docs import lora_tables
 from run_facts import SMOKE_HELP, out_path, run_facts, write_json
 
@@ -53,26 +49,12 @@ def run(overrides: list, root: Path) -> dict:
     """One run: its return code, wall seconds, peak tree RSS and the job directory's scalars."""
     run_dir = Path(tempfile.mkdtemp(dir=root))
     argv = [sys.executable, "-m", "trinity", f"checkpoint_root_dir={run_dir}", "name=lora_bench", *overrides]
-    env = {**os.environ, "RAY_AUTH_MODE": "disabled"}
     started = time.perf_counter()
-    child = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
-    peak, watched = [0.0], psutil.Process(child.pid)
-
-    def sample() -> None:
-        while child.poll() is None:
-            peak[0] = max(peak[0], tree_rss_mb(watched))
-            time.sleep(0.2)
-
-    sampler = threading.Thread(target=sample, daemon=True)
-    sampler.start()
-    output, _ = child.communicate()
-    sampler.join()
-    if child.returncode:
-        raise RuntimeError(f"{' '.join(argv)} exited {child.returncode}:\n{output[-3000:]}")
+    _, peak_mb = run_watched(argv, " ".join(argv))
     monitor = next(run_dir.glob("*/lora_bench/monitor/tensorboard"))
     return {
         "wall_s": time.perf_counter() - started,
-        "peak_rss_mb": peak[0],
+        "peak_rss_mb": peak_mb,
         "trainer": read_scalars(str(monitor / "trainer")),
         "explorer": read_scalars(str(monitor / "explorer")),
     }

@@ -174,8 +174,17 @@ def run(name: str, config, model: str, steps: int, scratch: Path, smoke: bool = 
     run_dir = Path(tempfile.mkdtemp(dir=scratch))
     load = os.getloadavg()[0]
     started = time.time()
+    output, peak_mb = run_watched(command(name, config, model, steps, run_dir, smoke), name)
+    stamps = step_times(name, output, run_dir)
+    if len(stamps) != steps:
+        raise RuntimeError(f"{name} reported {len(stamps)} steps of {steps}")
+    return {"stamps": stamps, "started": started, "peak_rss_mb": peak_mb, "load_avg": load}
+
+
+def run_watched(argv: list, name: str) -> tuple:
+    """Run `argv` (Ray's auth off) to its end, sampling its process tree's resident memory every 0.2 s;
+    (its combined output, the peak in MB). A non-zero exit raises with the output's end."""
     env = {**os.environ, "RAY_AUTH_MODE": "disabled"}
-    argv = command(name, config, model, steps, run_dir, smoke)
     child = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
     peak, watched = [0.0], psutil.Process(child.pid)
 
@@ -190,10 +199,7 @@ def run(name: str, config, model: str, steps: int, scratch: Path, smoke: bool = 
     sampler.join()
     if child.returncode:
         raise RuntimeError(f"{name} exited {child.returncode}:\n{output[-3000:]}")
-    stamps = step_times(name, output, run_dir)
-    if len(stamps) != steps:
-        raise RuntimeError(f"{name} reported {len(stamps)} steps of {steps}")
-    return {"stamps": stamps, "started": started, "peak_rss_mb": peak[0], "load_avg": load}
+    return output, peak[0]
 
 
 def step_times(name: str, output: str, run_dir: Path) -> list:

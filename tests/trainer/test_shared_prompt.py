@@ -24,15 +24,20 @@ def _logits_and_grads(model, micro, response_len, share):
     return logits.detach(), {name: p.grad.clone() for name, p in model.named_parameters() if p.grad is not None}
 
 
+def _full_and_shared(model, batch):
+    """(logits, grads) of the full pass, then of the shared-prompt pass, over a collated batch."""
+    micro = {key: batch[key] for key in ("input_ids", "attention_mask", "position_ids")}
+    response_len = batch["response_mask"].shape[1]
+    return [_logits_and_grads(model, micro, response_len, share=share) for share in (False, True)]
+
+
 @pytest.mark.parametrize("shared_prompts", [True, False])
 def test_shared_pass_matches_the_full_pass(model_path, shared_prompts):
     model = load_causal_lm(model_path).train()
     batch = collate(experiences(12, 60, seed=5, group=4, shared_prompts=shared_prompts), pad_token_id=0)
-    micro = {key: batch[key] for key in ("input_ids", "attention_mask", "position_ids")}
     response_len = batch["response_mask"].shape[1]
     assert shares_prompts(model)
-    full_logits, full_grads = _logits_and_grads(model, micro, response_len, share=False)
-    shared_logits, shared_grads = _logits_and_grads(model, micro, response_len, share=True)
+    (full_logits, full_grads), (shared_logits, shared_grads) = _full_and_shared(model, batch)
     assert full_logits.shape == shared_logits.shape == (12, response_len, model.config.vocab_size)
     assert (full_logits - shared_logits).abs().max() < 1e-4
     for name, grad in full_grads.items():
@@ -49,11 +54,8 @@ def test_a_lora_wrapped_model_shares_prompts_and_matches_its_full_pass(model_pat
             if ".lora_B." in name:
                 param.normal_(std=0.1)
     batch = collate(experiences(8, 60, seed=6, group=4, shared_prompts=True), pad_token_id=0)
-    micro = {key: batch[key] for key in ("input_ids", "attention_mask", "position_ids")}
-    response_len = batch["response_mask"].shape[1]
     assert shares_prompts(model)
-    full_logits, full_grads = _logits_and_grads(model, micro, response_len, share=False)
-    shared_logits, shared_grads = _logits_and_grads(model, micro, response_len, share=True)
+    (full_logits, full_grads), (shared_logits, shared_grads) = _full_and_shared(model, batch)
     assert (full_logits - shared_logits).abs().max() < 1e-4
     for name in adapter_names(model, lora):
         assert torch.allclose(full_grads[name], shared_grads[name], atol=1e-5), name

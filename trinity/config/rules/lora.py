@@ -76,7 +76,7 @@ def _names(value, field: str, report: Report, allow_all_linear: bool = False) ->
         return [] if not allow_all_linear else _missing_targets(field, report)
     if isinstance(value, str):
         return value if allow_all_linear and value == ALL_LINEAR else [value]
-    names = list(value) if isinstance(value, (list, tuple)) or hasattr(value, "__iter__") else None
+    names = list(value) if isinstance(value, (list, tuple)) else None
     if names is None or not all(isinstance(name, str) and name for name in names):
         report.problem(f"{KEY}.{field}", value, "must be a module name or a list of them", f"e.g. {field}=[q_proj]")
         return None
