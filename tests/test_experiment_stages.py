@@ -34,10 +34,21 @@ def test_one_override_runs_every_algorithm_type(kind):
 
 
 @pytest.mark.parametrize("plan", PLANS)
-def test_every_plan_starts_with_the_default_warm_up(plan):
-    """Each plan restates the warm-up (a stage list is replaced, not merged): keep the copies equal."""
-    default = compose([]).stages[0]
-    assert OmegaConf.to_container(compose([f"algorithm={plan}"]).stages[0]) == OmegaConf.to_container(default)
+def test_every_plan_starts_with_the_one_declared_warm_up(plan):
+    """The warm-up is declared once (`shared_stages.sft_warmup`): an override of it, or of a plan's own
+    first stage, reaches that stage."""
+    declared = compose([f"algorithm={plan}"]).shared_stages.sft_warmup
+    for override in ("shared_stages.sft_warmup.buffer.total_steps=7", "stages.0.buffer.total_steps=7"):
+        warmup = OmegaConf.to_container(compose([f"algorithm={plan}", override]).stages[0], resolve=True)
+        assert warmup["stage_name"] == declared.stage_name and warmup["mode"] == declared.mode
+        assert warmup["buffer"]["total_steps"] == 7
+        assert warmup["algorithm"] == OmegaConf.to_container(declared.algorithm)
+
+
+def test_a_stage_naming_an_undeclared_shared_stage_is_an_error():
+    with pytest.raises(Exception, match=r"no stage 'warmup' in shared_stages \(declared: sft_warmup\)"):
+        cfg = compose(["stages.0.buffer=${shared_stage:warmup.buffer}"])
+        OmegaConf.to_container(cfg.stages[0], resolve=True)
 
 
 def test_a_preset_replaces_the_default_experiment():

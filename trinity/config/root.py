@@ -161,6 +161,12 @@ class Config:
     stages: List[StageConfig] = setting(
         help="Stages run one after another (e.g. SFT warm-up, then GRPO).", factory=list
     )
+    shared_stages: Dict[str, StageConfig] = setting(
+        help="Stages declared once for several stage lists (e.g. one warm-up for every algorithm type's "
+        "list); never run by themselves: a stage in `stages` takes one's keys by interpolation, e.g. "
+        "`buffer: ${shared_stage:sft_warmup.buffer}`, so an override of either reaches the stage.",
+        factory=dict,
+    )
     algorithm: AlgorithmConfig = setting(MISSING, help="Algorithm (group `algorithm`).")
     buffer: BufferConfig = setting(MISSING, help="Tasksets and experience buffer (group `buffer`).")
     explorer: ExplorerConfig = setting(MISSING, help="Rollout (group `explorer`).")

@@ -13,7 +13,7 @@ import time
 from typing import Any, List, Optional, Tuple
 
 from omegaconf import DictConfig, ListConfig, OmegaConf, open_dict
-from omegaconf.errors import OmegaConfBaseException
+from omegaconf.errors import InterpolationResolutionError, OmegaConfBaseException
 
 from trinity.config.algorithm import ALGORITHM_SCHEMAS, AlgorithmType
 from trinity.config.errors import ConfigError, Note, Problem, Report
@@ -49,6 +49,8 @@ def validate(cfg: DictConfig) -> Validated:
     """
     report = Report()
     _check_structure(cfg, Config, "", report)
+    _check_interpolations(cfg, report)
+    report.raise_if_any()
     for key in sorted(OmegaConf.missing_keys(cfg)):
         report.problem(key, "???", "is required", f"set {key}=<value>")
     report.raise_if_any()
@@ -226,6 +228,22 @@ def _stage_base(base: DictConfig, section: str, override: DictConfig) -> DictCon
         if strategy != base.trainer_strategy:
             return OmegaConf.structured(SCHEMAS["trainer"][strategy.value])
     return base
+
+
+def _check_interpolations(node: Any, report: Report) -> None:
+    """Every interpolation that does not resolve, by its key (OmegaConf would stop at the first one)."""
+    keys = range(len(node)) if isinstance(node, ListConfig) else list(node.keys())
+    for key in keys:
+        child = node._get_node(key)
+        if child._is_interpolation():
+            try:
+                node[key]
+            except InterpolationResolutionError as exc:
+                report.problem(
+                    child._get_full_key(None), child._value(), _first_line(exc), "fix the interpolation or set a value"
+                )
+        elif isinstance(child, (DictConfig, ListConfig)) and not child._is_none() and not child._is_missing():
+            _check_interpolations(child, report)
 
 
 def _first_line(exc: Exception) -> str:
