@@ -8,16 +8,22 @@ LoRA run follows its full-weight twin at once (the machine is shared: pairs see 
   (an adapter needs a larger rate than the preset's 5e-6 for all weights; the table says which).
 - sync: mode both, each sync method (memory, checkpoint, nccl) into each engine (hf, vllm), --sync-steps
   steps without evaluation: bytes per sync (`sync/bytes`), median seconds the trainer takes to publish
-  (`time/sync`) and the explorer to load a version into its engines (`time/weight_load`).
-Ratios are LoRA / full of the same pair.
+  (`time/sync`) and the explorer to load a version into its engines (`time/weight_load`); LoRA merged into
+  the engine's weights (the default) and, for vLLM, unmerged (`explorer.rollout_model.merge_lora=false`).
+- engine: three vLLM engines of the real model in this process (no LoRA, an adapter merged, an adapter
+  unmerged), each given a random version of its weights (the model's state dict, or the adapter's): seconds
+  to load it (`update_weights`), then seconds to generate the preset's rollout batch (4 prompts x 8 samples
+  x 48 tokens) and a 128-question evaluation batch, median of --repeats interleaved rounds.
+Ratios are LoRA / full of the same method and engine (or of the same round).
 
-    python bench/lora.py [--steps 20] [--sync-steps 3] [--lora-rank 16] [--lora-lr 1e-4] [--parts training,sync]
-                         [--out docs/benchmarks/lora.json] [--smoke] [OVERRIDE ...]
+    python bench/lora.py [--steps 20] [--sync-steps 3] [--lora-rank 16] [--lora-lr 1e-4] [--repeats 3]
+                         [--parts training,sync,engine] [--out docs/benchmarks/lora.json] [--smoke] [OVERRIDE ...]
 
 OVERRIDEs apply to every run (e.g. `explorer.rollout_model.engine_type=hf` for the training pair).
 
 `--smoke`: the tiny model on the default experiment's GRPO part, one pair of 2-step runs (mode both, memory
-sync into the HF engine) read for both tables, to check the bench runs.
+sync into the HF engine) read for both tables, and the engine part on the tiny model (one small batch, one
+round), to check the bench runs.
 """
 
 import argparse
@@ -28,6 +34,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from generate_throughput import interleaved_medians
 from peer import run_watched
 from render_docs import lora_tables
 from run_facts import SMOKE_HELP, out_path, run_facts, write_json
@@ -39,6 +46,9 @@ SMOKE_PRESET = ["stages=[]", "buffer.batch_size=4", "algorithm.repeat_times=4", 
 SMOKE_SETUP = ["mode=both", "synchronizer.sync_method=memory", "explorer.rollout_model.engine_type=hf"]
 METHODS = ["memory", "checkpoint", "nccl"]
 ENGINES = ["hf", "vllm"]
+UNMERGED = "explorer.rollout_model.merge_lora=false"
+BATCHES = [(4, 8, 48), (128, 1, 48)]  # (prompts, samples each, new tokens): the preset's rollout and evaluation
+SMOKE_BATCHES = [(2, 2, 4)]
 
 
 def lora_overrides(rank: int, lr: float) -> list:
@@ -83,6 +93,60 @@ def training_row(kind: str, result: dict) -> dict:
     }
 
 
+def engine_rows(rank: int, repeats: int, smoke: bool) -> list:
+    """The engine part: load and generate seconds of a vLLM engine without LoRA, with the adapter merged and
+    with it unmerged, on the same prompts (see the module docstring)."""
+    import torch
+
+    from trinity.config import compose, validate
+    from trinity.explorer.backends import create_engine
+    from trinity.explorer.engine import engine_specs
+    from trinity.explorer.sampling import SamplingParams
+    from trinity.model.load import load_causal_lm
+    from trinity.model.lora import adapter_shapes
+
+    lora = f"model.lora_configs=[{{lora_rank: {rank}, lora_alpha: {2 * rank}}}]"
+    sides = {"full": [], "lora merged": [lora], "lora unmerged": [lora, UNMERGED]}
+    generator = torch.Generator().manual_seed(0)
+    with tempfile.TemporaryDirectory() as scratch:
+        common = [f"checkpoint_root_dir={scratch}", "stages=[]", "explorer.rollout_model.engine_type=vllm"]
+        common += [f"model.tiny.cache_dir={scratch}/models"] if smoke else ["model=smollm2", "model.max_model_len=256"]
+        engines, versions = {}, {}
+        for side, extra in sides.items():
+            spec = engine_specs(validate(compose([*common, *extra])).configs[0])[0]
+            engines[side] = create_engine(spec)
+            if spec.lora is None:
+                state = load_causal_lm(spec.weights_path()).state_dict()
+                versions[side] = {name: torch.randn_like(t) * 0.02 + t for name, t in state.items()}
+            else:
+                shapes = adapter_shapes(spec.weights_path(), spec.lora, spec.trust_remote_code)
+                versions[side] = {name: torch.randn(s, generator=generator) * 0.02 for name, s in shapes.items()}
+        load = {side: [] for side in sides}
+        for version in range(1, repeats + 2):  # the first load of each is a warm-up
+            for side, engine in engines.items():
+                started = time.perf_counter()
+                engine.update_weights(versions[side], version=version)
+                load[side].append(time.perf_counter() - started)
+        codec = next(iter(engines.values())).codec
+        rows = []
+        for prompts, n, tokens in SMOKE_BATCHES if smoke else BATCHES:
+            ids = [codec.encode(f"{i * 7 % 100}+{i * 13 % 100}=") for i in range(prompts)]
+            params = SamplingParams(n=n, temperature=1.0, max_tokens=tokens, min_tokens=tokens)
+            runs = {side: (lambda e=engine, i=ids, p=params: e.generate(i, p)) for side, engine in engines.items()}
+            medians = interleaved_medians(runs, repeats)
+            for side in sides:
+                rows.append(
+                    {
+                        "kind": side,
+                        "batch": f"{prompts} x {n} x {tokens}",
+                        "generate_s": medians[side],
+                        "load_s": statistics.median(load[side][1:]),
+                        "load_mb": sum(t.numel() * t.element_size() for t in versions[side].values()) / 2**20,
+                    }
+                )
+    return rows
+
+
 def sync_row(kind: str, method: str, engine: str, result: dict) -> dict:
     return {
         "kind": kind,
@@ -100,19 +164,20 @@ def main() -> None:
     parser.add_argument("--sync-steps", type=int, default=3, help="train steps (and syncs) of each sync run")
     parser.add_argument("--lora-rank", type=int, default=16)
     parser.add_argument("--lora-lr", type=float, default=1e-4)
-    parser.add_argument("--parts", default="training,sync", help="comma-separated: training, sync")
+    parser.add_argument("--repeats", type=int, default=3, help="interleaved rounds of the engine part")
+    parser.add_argument("--parts", default="training,sync,engine", help="comma-separated: training, sync, engine")
     parser.add_argument("--out", help="the JSON file (default bench/results/lora.json)")
     parser.add_argument("--smoke", action="store_true", help=SMOKE_HELP)
     parser.add_argument("overrides", nargs="*", help="extra overrides of every run")
     args = parser.parse_args()
     out = out_path(args.out, "bench/results/lora.json", args.smoke)
     preset = [*(SMOKE_PRESET if args.smoke else PRESET), *args.overrides]
-    steps, sync_steps = (2, 2) if args.smoke else (args.steps, args.sync_steps)
+    steps, sync_steps, repeats = (2, 2, 1) if args.smoke else (args.steps, args.sync_steps, args.repeats)
     lora = lora_overrides(args.lora_rank, args.lora_lr)
     facts = run_facts(smoke=args.smoke)
     root = Path(tempfile.mkdtemp(prefix="trinity_lora_bench_"))
     parts = args.parts.split(",")
-    training, sync = [], []
+    training, sync, engines = [], [], []
     try:
         if "training" in parts:
             common = [*preset, f"buffer.total_steps={steps}", f"explorer.eval_interval={steps}"]
@@ -121,7 +186,7 @@ def main() -> None:
                 result = run([*common, *extra], root)
                 training.append(training_row(kind, result))
                 if args.smoke:
-                    sync.append(sync_row(kind, "memory", "hf", result))
+                    sync.append(sync_row("full" if kind == "full" else "lora merged", "memory", "hf", result))
             print(lora_tables({"steps": steps, "lora": lora, "training": training}), flush=True)
         if "sync" in parts and not args.smoke:
             common = [*preset, "mode=both", f"buffer.total_steps={sync_steps}", "explorer.eval_on_startup=false"]
@@ -131,13 +196,18 @@ def main() -> None:
                 for engine in ENGINES:
                     setup = [*common, f"synchronizer.sync_method={method}"]
                     setup += [f"explorer.rollout_model.engine_type={engine}"]
-                    for kind, extra in (("full", []), ("lora", lora)):
+                    runs = [("full", []), ("lora merged", lora)]
+                    runs += [("lora unmerged", [*lora, UNMERGED])] if engine == "vllm" else []
+                    for kind, extra in runs:
                         sync.append(sync_row(kind, method, engine, run([*setup, *extra], root)))
-                    print(lora_tables({"sync_steps": sync_steps, "sync": sync[-2:]}), flush=True)
+                    print(lora_tables({"sync_steps": sync_steps, "sync": sync[-len(runs) :]}), flush=True)
+        if "engine" in parts:
+            engines = engine_rows(args.lora_rank, repeats, args.smoke)
+            print(lora_tables({"repeats": repeats, "engine": engines}), flush=True)
     finally:
         shutil.rmtree(root, ignore_errors=True)
     record = {**facts, "preset": preset, "steps": steps, "sync_steps": sync_steps, "lora": lora}
-    record.update(training=training, sync=sync)
+    record.update(training=training, sync=sync, engine=engines, repeats=repeats)
     print(lora_tables(record))
     write_json(out, record)
 

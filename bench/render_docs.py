@@ -378,26 +378,46 @@ def lora_tables(record: dict) -> str:
         parts.append(f"{record['steps']} GRPO steps each (`{setup}`):\n\n" + table(header, rows))
     sync = record.get("sync", [])
     if sync:
+        full_of = {(r["method"], r["engine"]): r for r in sync if r["kind"] == "full"}
         rows = []
-        for full, lora in zip(sync[::2], sync[1::2], strict=True):
-            mb = [None if r["sync_bytes"] is None else r["sync_bytes"] / 2**20 for r in (full, lora)]
+        for row in sync:
+            full = full_of.get((row["method"], row["engine"]), {})
+            mb = None if row["sync_bytes"] is None else row["sync_bytes"] / 2**20
             rows.append(
                 [
-                    full["method"],
-                    full["engine"],
-                    number(mb[0], ".1f"),
-                    number(mb[1], ".1f"),
-                    number(share(lora["sync_bytes"], full["sync_bytes"]), ".3f"),
-                    seconds(full["publish_s"]),
-                    seconds(lora["publish_s"]),
-                    seconds(full["load_s"]),
-                    seconds(lora["load_s"]),
-                    ratio(share(lora["load_s"], full["load_s"])),
+                    row["method"],
+                    row["engine"],
+                    row["kind"],
+                    number(mb, ".1f"),
+                    number(share(row["sync_bytes"], full.get("sync_bytes")), ".3f"),
+                    seconds(row["publish_s"]),
+                    seconds(row["load_s"]),
+                    ratio(share(row["load_s"], full.get("load_s"))),
                 ]
             )
-        header = ["method", "engine", "full MB", "LoRA MB", "bytes LoRA / full", "publish s full", "publish s LoRA"]
-        header += ["load s full", "load s LoRA", "load LoRA / full"]
+        header = ["method", "engine", "run", "MB per sync", "bytes / full", "publish s", "load s", "load / full"]
         parts.append(f"Per sync, median of {record['sync_steps']} syncs per run:\n\n" + table(header, rows))
+    engine = record.get("engine", [])
+    if engine:
+        full_of = {r["batch"]: r for r in engine if r["kind"] == "full"}
+        rows = [
+            [
+                row["batch"],
+                row["kind"],
+                number(row["load_mb"], ".1f"),
+                seconds(row["load_s"]),
+                ratio(share(row["load_s"], full_of[row["batch"]]["load_s"])),
+                seconds(row["generate_s"]),
+                ratio(share(row["generate_s"], full_of[row["batch"]]["generate_s"])),
+            ]
+            for row in engine
+        ]
+        header = ["batch (prompts x samples x tokens)", "engine", "version MB", "load s", "load / full"]
+        header += ["generate s", "generate / full"]
+        parts.append(
+            f"One vLLM engine each, in one process, median of {record['repeats']} interleaved rounds:\n\n"
+            + table(header, rows)
+        )
     return "\n\n".join(parts)
 
 

@@ -92,12 +92,16 @@ def check_vllm_sync_bench(record, out):
 
 
 def check_lora(record, out):
-    """One pair of tiny runs (full, LoRA) read for both tables: the LoRA sync moves fewer bytes than the full one."""
+    """One pair of tiny runs (full, LoRA) read for both tables: the LoRA sync moves fewer bytes than the full one;
+    the engine part loads and generates with every kind of engine."""
     assert [row["kind"] for row in record["training"]] == ["full", "lora"]
     assert all(row["train_step_s"] > 0 and row["peak_rss_mb"] > 0 for row in record["training"])
     full, lora = record["sync"]
     assert (full["method"], full["engine"]) == ("memory", "hf") and 0 < lora["sync_bytes"] < full["sync_bytes"]
     assert full["load_s"] > 0 and lora["load_s"] > 0
+    assert [row["kind"] for row in record["engine"]] == ["full", "lora merged", "lora unmerged"]
+    assert all(row["load_s"] > 0 and row["generate_s"] > 0 for row in record["engine"])
+    assert record["engine"][1]["load_mb"] == record["engine"][2]["load_mb"] < record["engine"][0]["load_mb"]
 
 
 # bench -> (the JSON it writes, whether --out names the directory rather than the file, its check)

