@@ -45,10 +45,11 @@ def test_every_plan_starts_with_the_one_declared_warm_up(plan):
         assert warmup["algorithm"] == OmegaConf.to_container(declared.algorithm)
 
 
-def test_a_stage_naming_an_undeclared_shared_stage_is_an_error():
-    with pytest.raises(Exception, match=r"no stage 'warmup' in shared_stages \(declared: sft_warmup\)"):
-        cfg = compose(["stages.0.buffer=${shared_stage:warmup.buffer}"])
-        OmegaConf.to_container(cfg.stages[0], resolve=True)
+def test_a_stage_section_can_be_added_to_a_stage_that_has_none():
+    """Sections default to empty: `+stages.1.algorithm=...` adds one (Hydra's own error says to use `+`)."""
+    stage = compose(["+stages.1.algorithm={optimizer: {lr: 1e-4}}"]).stages[1]
+    assert OmegaConf.to_container(stage.algorithm) == {"optimizer": {"lr": 1e-4}}
+    assert validated("+stages.1.algorithm.optimizer.lr=1e-4", staged=True).configs[1].algorithm.optimizer.lr == 1e-4
 
 
 def test_a_preset_replaces_the_default_experiment():

@@ -358,7 +358,7 @@ def test_unapplied_fields_are_marked_and_include_the_named_ones():
 
 def test_every_interpolation_that_does_not_resolve_is_named_at_once():
     found = problems(
-        "buffer.batch_size=${nope}", "experiment=arithmetic", "stages.0.buffer=${shared_stage:warm.buffer}"
+        "buffer.batch_size=${nope}", "experiment=arithmetic", "stages.0.buffer=${shared_stages.warm.buffer}"
     )
     assert found["buffer.batch_size"].value == "${nope}"
-    assert "no stage 'warm' in shared_stages (declared: sft_warmup)" in found["stages[0].buffer"].rule
+    assert "'shared_stages.warm.buffer' not found" in found["stages[0].buffer"].rule

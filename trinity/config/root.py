@@ -128,12 +128,12 @@ class StageConfig:
 
     stage_name: str = setting(MISSING, help="Name of the stage; the stage's job dir is <name>/<stage_name>.")
     mode: Optional[Mode] = setting(None, help="Mode of this stage; empty keeps the base mode.")
-    algorithm: Optional[Dict[str, Any]] = setting(None, help="Overrides of the algorithm section.")
-    buffer: Optional[Dict[str, Any]] = setting(None, help="Overrides of the buffer section.")
-    explorer: Optional[Dict[str, Any]] = setting(None, help="Overrides of the explorer section.")
-    model: Optional[Dict[str, Any]] = setting(None, help="Overrides of the model section.")
-    trainer: Optional[Dict[str, Any]] = setting(None, help="Overrides of the trainer section.")
-    synchronizer: Optional[Dict[str, Any]] = setting(None, help="Overrides of the synchronizer section.")
+    algorithm: Dict[str, Any] = setting(help="Overrides of the algorithm section.", factory=dict)
+    buffer: Dict[str, Any] = setting(help="Overrides of the buffer section.", factory=dict)
+    explorer: Dict[str, Any] = setting(help="Overrides of the explorer section.", factory=dict)
+    model: Dict[str, Any] = setting(help="Overrides of the model section.", factory=dict)
+    trainer: Dict[str, Any] = setting(help="Overrides of the trainer section.", factory=dict)
+    synchronizer: Dict[str, Any] = setting(help="Overrides of the synchronizer section.", factory=dict)
 
 
 @dataclass
@@ -164,7 +164,7 @@ class Config:
     shared_stages: Dict[str, StageConfig] = setting(
         help="Stages declared once for several stage lists (e.g. one warm-up for every algorithm type's "
         "list); never run by themselves: a stage in `stages` takes one's keys by interpolation, e.g. "
-        "`buffer: ${shared_stage:sft_warmup.buffer}`, so an override of either reaches the stage.",
+        "`buffer: ${shared_stages.sft_warmup.buffer}`, so an override of either reaches the stage.",
         factory=dict,
     )
     algorithm: AlgorithmConfig = setting(MISSING, help="Algorithm (group `algorithm`).")

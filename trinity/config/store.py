@@ -6,9 +6,6 @@ Also registers `hydra/help: trinity`, whose group list leaves the schema groups 
 """
 
 from pathlib import Path
-from typing import Any
-
-from omegaconf import DictConfig, OmegaConf
 
 from trinity.config.algorithm import ALGORITHM_SCHEMAS
 from trinity.config.buffer import BufferConfig
@@ -52,30 +49,14 @@ def help_template() -> str:
     )
 
 
-def shared_stage(path: str, *, _root_: DictConfig) -> Any:
-    """`${shared_stage:NAME.SECTION}`: a section of the stage declared once as `shared_stages.NAME`.
-
-    The node itself, not a copy, so an override of `stages.I.SECTION...` reaches it. Hydra also resolves a
-    section while merging each config file on its own, where no `shared_stages` exists yet: None there."""
-    if "shared_stages" not in _root_:
-        return None
-    name = path.split(".", 1)[0]
-    if name not in _root_.shared_stages:
-        declared = ", ".join(_root_.shared_stages) or "none"
-        raise KeyError(f"${{shared_stage:{path}}}: no stage {name!r} in shared_stages (declared: {declared})")
-    return OmegaConf.select(_root_.shared_stages, path)
-
-
 def register() -> None:
-    """Register the schemas (and the help page) with Hydra's ConfigStore and the `shared_stage` resolver;
-    composing needs them, once a process."""
+    """Register the schemas (and the help page) with Hydra's ConfigStore; composing needs them, once a process."""
     from hydra.core.config_store import ConfigStore  # imported here: a Ray worker reading a config never composes
 
     global _registered
     if _registered:
         return
     _registered = True
-    OmegaConf.register_new_resolver("shared_stage", shared_stage)
     cs = ConfigStore.instance()
     cs.store(group="schema", name="config", node=Config)
     for group, schemas in SCHEMAS.items():
