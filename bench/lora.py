@@ -187,7 +187,7 @@ def main() -> None:
                 training.append(training_row(kind, result))
                 if args.smoke:
                     sync.append(sync_row("full" if kind == "full" else "lora merged", "memory", "hf", result))
-            print(lora_tables({"steps": steps, "lora": lora, "training": training}), flush=True)
+            print(lora_tables({"steps": steps, "lora": lora, "training": training, "preset": preset}), flush=True)
         if "sync" in parts and not args.smoke:
             common = [*preset, "mode=both", f"buffer.total_steps={sync_steps}", "explorer.eval_on_startup=false"]
             common += [f"explorer.eval_interval={10 * sync_steps}", f"trainer.save_interval={sync_steps}"]

@@ -506,8 +506,10 @@ SECTIONS = [
         "The real model's GRPO work (the `smollm2_math` preset) with all weights and with a LoRA adapter, each run "
         "its own `python -m trinity` process and each LoRA run right after its full-weight twin: train step time, "
         "peak memory of the process tree and held-out accuracy after the same steps in the preset's own setup "
-        "(colocate, vLLM); and per weight sync, in mode `both` by each method into each engine, the bytes moved, "
-        "the trainer's publishing time and the explorer's time to load the version into its engines.",
+        "(colocate, vLLM); per weight sync, in mode `both` by each method into each engine, the bytes moved, "
+        "the trainer's publishing time and the explorer's time to load the version into its engines, with the "
+        "adapter merged into the engine's weights (the default) and, in vLLM, unmerged; and three vLLM engines of "
+        "the model side by side (no LoRA, merged, unmerged): seconds to load a version, then to generate.",
         {"lora*": lora},
     ),
     (
