@@ -164,7 +164,8 @@ class Config:
     shared_stages: Dict[str, StageConfig] = setting(
         help="Stages declared once for several stage lists (e.g. one warm-up for every algorithm type's "
         "list); never run by themselves: a stage in `stages` takes one's keys by interpolation, e.g. "
-        "`buffer: ${shared_stages.sft_warmup.buffer}`, so an override of either reaches the stage.",
+        "`buffer: ${shared_stages.sft_warmup.buffer}`, so an override of either reaches the stage; a validated "
+        "config holds the stages, no longer the declarations.",
         factory=dict,
     )
     algorithm: AlgorithmConfig = setting(MISSING, help="Algorithm (group `algorithm`).")

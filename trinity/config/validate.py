@@ -146,8 +146,10 @@ def _rename_fresh_run(cfg: DictConfig, report: Report) -> None:
 
 
 def _expand_stages(cfg: DictConfig, report: Report) -> List[Tuple[str, DictConfig]]:
-    """(key prefix, config) per stage: the base with each stage's sections merged over it."""
+    """(key prefix, config) per stage: the base with each stage's sections merged over it. The shared stages
+    are declarations the stages interpolate: a stage's config holds their values, not the declarations."""
     if not cfg.stages:
+        cfg.shared_stages = {}
         return [("", cfg)]
     expanded = []
     for index, stage in enumerate(cfg.stages):
@@ -172,6 +174,7 @@ def _expand_stages(cfg: DictConfig, report: Report) -> List[Tuple[str, DictConfi
                 fix = f"did you mean {section}.{close[0]}?" if close else f"keys of {section}: {', '.join(fields)}"
                 report.problem(f"{prefix}{section}.{key}".rstrip("."), value, _first_line(exc), fix)
         stage_cfg.name = f"{cfg.name}/{stage.stage_name}"
+        stage_cfg.shared_stages = {}
         if stage_cfg.trainer.save_hf_checkpoint == "never":
             report.note(f"{prefix}trainer.save_hf_checkpoint", "never", "last", "the next stage starts from it")
             stage_cfg.trainer.save_hf_checkpoint = "last"
