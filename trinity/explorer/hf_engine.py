@@ -50,7 +50,7 @@ class HFEngine(LocalEngine):
             self.model = add_adapter(self.model, spec.lora, trainable=False)
         self.model.requires_grad_(False)
         if self._merged is not None and spec.lora.path:
-            self._copy(self._merged.weights(read_adapter_dir(spec.lora.path), spec.model.dtype.value))
+            self._copy(self._merged.weights(read_adapter_dir(spec.lora.path), "float32"))
         self.device = torch.device(spec.device)
         self._version = 0
         self._lock = threading.Lock()  # one generate or weight update at a time
