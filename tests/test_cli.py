@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import REPO, run_cli
+from trinity.orchestration.cluster import PRIVATE_CLUSTER_STARTED
 
 PRESETS = sorted(p.stem for p in (REPO / "conf" / "experiment").glob("*.yaml"))
 
@@ -114,5 +115,5 @@ def test_an_option_without_a_runtime_is_refused_before_ray_starts(tmp_path):
     run = run_cli(*args, cwd=tmp_path)
     assert run.returncode == 1
     assert "trainer.trainer_strategy = 'megatron': the Megatron trainer is not implemented yet" in run.stderr
-    assert "Started a local Ray instance" not in run.stdout + run.stderr
+    assert PRIVATE_CLUSTER_STARTED not in run.stdout + run.stderr
     assert not (tmp_path / "trinity").exists(), "nothing may be written for a refused run"

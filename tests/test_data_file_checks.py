@@ -10,6 +10,7 @@ import pytest
 from tests.conftest import run_cli
 from trinity.config import ConfigError, compose
 from trinity.config.runtime import validate_to_run
+from trinity.orchestration.cluster import PRIVATE_CLUSTER_STARTED
 
 TASKSET = "buffer.explorer_input.taskset"
 
@@ -178,7 +179,7 @@ def test_the_cli_refuses_a_bad_taskset_before_ray_starts(tmp_path):
     run = run_cli(*args, cwd=tmp_path)
     assert run.returncode == 1, run.stderr
     assert f"{TASKSET}.path = '{path}': line 3 is not valid JSON" in run.stderr
-    assert "Started a local Ray instance" not in run.stdout + run.stderr
+    assert PRIVATE_CLUSTER_STARTED not in run.stdout + run.stderr
     assert not (tmp_path / "trinity").exists(), "nothing may be written for a refused run"
     dry = run_cli(*args, "dry_run=true", cwd=tmp_path)
     assert dry.returncode == 0 and "a run would stop here" in dry.stdout and "line 3 is not valid JSON" in dry.stdout

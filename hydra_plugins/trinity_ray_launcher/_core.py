@@ -200,14 +200,14 @@ def _run_remote(hydra_context, sweep_config: DictConfig, task_function, singleto
 def _run_on_ray(launcher, sweep_configs: List[DictConfig], validated: list) -> List[JobReturn]:
     import ray
 
-    from trinity.orchestration.cluster import connect
+    from trinity.orchestration.cluster import connect, start_private_cluster
     from trinity.reporting.console import drive
 
     trinity_jobs = [v for v in validated if v is not None]
     if trinity_jobs:
         connect(trinity_jobs[0].configs[0])
-    elif not ray.is_initialized():
-        ray.init(address="local", include_dashboard=False)
+    elif not ray.is_initialized():  # another app's jobs (Hydra's launcher suites): the machine's resources
+        ray.init(address=start_private_cluster(num_cpus=None, num_gpus=None), logging_level=logging.WARNING)
     remote = ray.remote(num_cpus=0, max_retries=0)(_run_remote)
     state = Singleton.get_state()
     base = VersionBase.instance().getbase()

@@ -20,6 +20,7 @@ import time
 import uuid
 from pathlib import Path
 
+import psutil
 import pytest
 
 from tests.conftest import REPO, run_cli
@@ -325,8 +326,10 @@ class Probe:
                  "runtime_env": dict(ray.get_runtime_context().runtime_env)}}
 
 report = ray.get(Probe.remote().report.remote(), timeout=60)
-raylet = next(p for p in psutil.Process().children(recursive=True) if p.name() == "raylet")
+cluster = psutil.Process().children(recursive=True)
+raylet = next(p for p in cluster if p.name() == "raylet")
 report["raylet"] = {{key: raylet.environ().get(key) for key in CONNECT_RETRY_ENV}}
+report["processes"] = {{p.pid: " ".join(p.cmdline()) for p in cluster}}
 print(json.dumps(report))
 ray.shutdown()
 """
@@ -349,4 +352,12 @@ def test_a_private_clusters_actors_inherit_the_worker_environment_without_a_runt
     done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=180)
     assert done.returncode == 0, done.stderr[-3000:]
     report = json.loads(done.stdout.strip().splitlines()[-1])
+    processes = report.pop("processes")
     assert report == {"env": WORKER_ENV, "runtime_env": {}, "raylet": retry}
+    # the cluster has no autoscaler monitor, and none of its processes outlives the driver
+    assert any("gcs_server" in line for line in processes.values())
+    assert not any("autoscaler" in line for line in processes.values()), processes
+    deadline = time.monotonic() + 30
+    while (alive := [pid for pid in processes if psutil.pid_exists(int(pid))]) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not alive, {pid: processes[pid] for pid in alive}

@@ -21,6 +21,7 @@ from tests.orchestration.conftest import SMALL
 from trinity.config import compose, validate
 from trinity.job_layout import completed_steps
 from trinity.manager import StateManager
+from trinity.orchestration.cluster import PRIVATE_CLUSTER_STARTED
 from trinity.orchestration.completion import completion_message, planned_train_steps
 from trinity.orchestration.job_lock import LOCK_FILE, Holder, JobLockedError, job_lock, lock_holder
 from trinity.orchestration.stages import run_experiment
@@ -112,7 +113,7 @@ def test_the_launcher_refuses_before_ray_starts(tmp_path):
         kill(holder)
     assert result.returncode == 1, result.stdout
     assert "is in use by another run" in result.stderr and f"pid {holder.pid} on host" in result.stderr
-    assert "Traceback" not in result.stderr and "Started a local Ray instance" not in result.stderr
+    assert "Traceback" not in result.stderr and PRIVATE_CLUSTER_STARTED not in result.stderr
     assert sorted(p.name for p in job_dir(tmp_path).iterdir()) == [LOCK_FILE]
 
 
@@ -172,6 +173,7 @@ def two_runs(tmp_path_factory):
 def test_the_first_run_was_not_blocked_by_a_killed_holders_lock(two_runs):
     assert two_runs["first"].returncode == 0, two_runs["first_output"][-3000:]
     assert completed_steps(str(job_dir(two_runs["root"]))) == [2]
+    assert PRIVATE_CLUSTER_STARTED in two_runs["first_output"], "what the refused runs' checks look for"
 
 
 def test_a_second_run_refuses_naming_the_first(two_runs):
@@ -193,7 +195,7 @@ def test_rerun_of_a_completed_run_says_so_and_exits_zero(two_runs):
         f"{job_dir(root)}); nothing to do — set continue_from_checkpoint=false"
     )
     assert expected in result.stdout, result.stdout
-    assert "Started a local Ray instance" not in result.stdout + result.stderr
+    assert PRIVATE_CLUSTER_STARTED not in result.stdout + result.stderr
     assert files_under(job_dir(root)) == before, "a rerun with nothing to do writes nothing in the job dir"
 
 

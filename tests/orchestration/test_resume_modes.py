@@ -15,6 +15,7 @@ from tests.orchestration.conftest import SMALL, small_config
 from trinity.config import compose, validate
 from trinity.job_layout import completed_steps, latest_step
 from trinity.monitor import read_scalars
+from trinity.orchestration.cluster import PRIVATE_CLUSTER_STARTED
 from trinity.orchestration.job import JobError, run_job
 from trinity.orchestration.stages import run_experiment
 
@@ -87,7 +88,7 @@ def test_a_resume_path_that_is_no_checkpoint_is_refused_before_ray(tmp_path):
     )
     assert result.returncode == 1
     assert f"trainer.resume_from_path = '{tmp_path}/nowhere/global_step_2': does not exist" in result.stderr
-    assert "Started a local Ray instance" not in result.stderr
+    assert PRIVATE_CLUSTER_STARTED not in result.stderr
 
 
 def test_a_truncated_shard_names_its_file_and_step(finished, tmp_path):
