@@ -8,7 +8,7 @@ user starts it; the table reads each stage's `summary.json`: return code, held-o
 
     python bench/algorithms.py [--types grpo,raft,...] [--out docs/benchmarks/algorithms.json] [--smoke]
 
-`--smoke`: sft, mix and on_policy_distill with a few steps per stage, enough to run each to its end
+`--smoke`: sft and on_policy_distill with a few steps per stage, enough to run each to its end
 (bench/results/smoke/ unless `--out` says where; its root is deleted).
 """
 
@@ -26,10 +26,10 @@ from run_facts import SMOKE_HELP, out_path, run_facts, write_json
 from trinity.config.algorithm import AlgorithmType
 
 ACCURACY = "eval/arithmetic_test/accuracy/mean"
-# the warm-up with its evaluation, the type whose last step once hung (expert rows in its batches), and the
-# teacher's evaluation; every type's two-step run is tests/algorithm/test_algorithm_runs.py
-SMOKE_TYPES = ["sft", "mix", "on_policy_distill"]
-# a few steps per stage, evaluated at the start and the end; mix's batch of 16 holds 8 rollouts and 8 expert rows
+# the warm-up with its evaluation, and the teacher's evaluation (read into its own column); every type's two-step
+# run is tests/algorithm/test_algorithm_runs.py, mix's last step (expert rows in its batches) test_finished_trainer.py
+SMOKE_TYPES = ["sft", "on_policy_distill"]
+# a few steps per stage, evaluated at the start and the end
 SMOKE = [
     "stages.0.buffer.total_steps=4",
     "stages.0.trainer.save_interval=4",

@@ -591,11 +591,18 @@ NOTES = {
         "fast as the HF engine's at 4 prompts x 4 samples x 32 tokens. It is the preset's engine for its "
         "evaluations: 128 greedy questions in one batch (Generation, below)."
     ),
-    ("peer_tiny.json", "25e6bf1"): (
-        "The default experiment's GRPO work. TRL and the bare loop start in a few seconds in one process, where "
-        "trinity starts a local Ray cluster and device processes. Tables of this model measured with TRL inside "
-        "trinity's environment (vLLM loaded in TRL's process) are in CHANGELOG.md; they overstated TRL's "
-        "start-up and memory."
+    ("peer_tiny.json", "237b79d"): (
+        "The default experiment's GRPO work, every contestant in its users' install (trinity: the README's, so "
+        "plain `ray` with the minimal dashboard and agents). TRL and the bare loop run in one process; trinity's "
+        "colocate run is a tree of ten: the driver (~145 MB) and the device process (~650 MB: torch, the model, "
+        "the engine), the Synchronizer and StateManager actors (~130 MB each: a Ray worker), and Ray's own gcs, "
+        "raylet, dashboard head, dashboard agent, runtime-env agent and log monitor (~430 MB together). The "
+        "start-up is Hydra's composition (~1 s), the cluster's start (~2.5 s, most of it waiting for the raylet "
+        "and the dashboard head to register) and the device process importing torch and transformers (~2.5 s), "
+        "one after the other. The load column is the 1-minute load average when each run started, after the "
+        "previous contestant's run. Tables of this model measured with TRL inside trinity's development "
+        "environment (vLLM loaded in TRL's process) are in CHANGELOG.md; they overstated TRL's start-up and "
+        "memory."
     ),
     ("generate_throughput_smollm2.json", "25e6bf1"): (
         "The smollm2_math preset's rollout read (4 prompts × 8 samples) and its evaluation (128 questions). "

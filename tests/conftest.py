@@ -5,6 +5,7 @@ import importlib.util
 import os
 import subprocess
 import sys
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -14,15 +15,29 @@ from trinity.config import ConfigError, compose, validate
 REPO = Path(__file__).resolve().parents[1]
 
 
+@contextmanager
+def local_cluster(**init_args):
+    """A fresh local Ray cluster of 2 CPUs, started as trinity starts a private one (`start_private_cluster`) and
+    joined by this process (`ray.init(**init_args)`); yields its GCS address, and stops it at the end."""
+    import ray
+
+    from trinity.orchestration.cluster import start_private_cluster
+
+    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+    node = start_private_cluster(num_cpus=2, num_gpus=0)
+    try:
+        ray.init(address=node.address, **init_args)
+        yield node.address
+    finally:
+        ray.shutdown()
+        node.kill_all_processes(check_alive=False, allow_graceful=True)
+
+
 @pytest.fixture(scope="module")
 def ray_cluster():
     """A fresh local Ray cluster of 2 CPUs for the module; yields its GCS address."""
-    import ray
-
-    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
-    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
-    yield ray.get_runtime_context().gcs_address
-    ray.shutdown()
+    with local_cluster(log_to_driver=False) as address:
+        yield address
 
 
 @pytest.fixture(scope="session")

@@ -207,7 +207,7 @@ def _run_on_ray(launcher, sweep_configs: List[DictConfig], validated: list) -> L
     if trinity_jobs:
         connect(trinity_jobs[0].configs[0])
     elif not ray.is_initialized():  # another app's jobs (Hydra's launcher suites): the machine's resources
-        ray.init(address=start_private_cluster(num_cpus=None, num_gpus=None), logging_level=logging.WARNING)
+        ray.init(address=start_private_cluster(num_cpus=None, num_gpus=None).address, logging_level=logging.WARNING)
     remote = ray.remote(num_cpus=0, max_retries=0)(_run_remote)
     state = Singleton.get_state()
     base = VersionBase.instance().getbase()

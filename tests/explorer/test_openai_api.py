@@ -9,7 +9,7 @@ import openai
 import pytest
 import ray
 
-from tests.conftest import needs_vllm, validated
+from tests.conftest import local_cluster, needs_vllm, validated
 from tests.explorer.conftest import addition_tasks
 from trinity.config import ConfigError
 from trinity.explorer.dialogue import concatenated, conversations, per_turn
@@ -47,12 +47,9 @@ class ChatWorkflow(Workflow):
 def served(tmp_path_factory):
     root = tmp_path_factory.mktemp("openai_api")
     config = validated(f"checkpoint_root_dir={root}", f"model.tiny.cache_dir={root / 'models'}", *API).configs[0]
-    ray.init(address="local", num_cpus=2, include_dashboard=False)
-    try:
+    with local_cluster():
         engines = create_engines(config, ready_timeout=300)
         yield config, engines, wait_serving(engines, 60)[0]
-    finally:
-        ray.shutdown()
 
 
 def proxy(config, engines):

@@ -10,6 +10,7 @@ import ray
 import torch
 from safetensors.torch import load_file
 
+from tests.conftest import local_cluster
 from tests.explorer.plugins import CountingWorkflow
 from trinity.explorer.engine import TaskTimeout
 from trinity.explorer.engine_actor import RemoteEngine, create_engines
@@ -22,11 +23,8 @@ PLUGINS = "tests.explorer.plugins"
 
 @pytest.fixture(scope="module")
 def engines(config):
-    ray.init(address="local", num_cpus=2, include_dashboard=False)
-    try:
+    with local_cluster():
         yield create_engines(config, ready_timeout=300)
-    finally:
-        ray.shutdown()
 
 
 def tasks(count, **fields):

@@ -48,13 +48,13 @@ def connect(config: Config) -> None:
         for key, value in CONNECT_RETRY_ENV.items():
             os.environ.setdefault(key, value)
         cuda = cluster.device_type == "cuda"
-        address = start_private_cluster(
+        node = start_private_cluster(
             num_cpus=(os.cpu_count() or 1) if cuda else cluster.total_gpu_num * cluster.cpu_threads_per_device,
             num_gpus=cluster.total_gpu_num if cuda else 0,
         )
         # Ray would announce it as "Connecting to existing Ray cluster": its INFO lines stay in its logs
-        ray.init(address=address, log_to_driver=True, logging_level=logging.WARNING)
-        logger.info(PRIVATE_CLUSTER_STARTED + " (%s)", address)
+        ray.init(address=node.address, log_to_driver=True, logging_level=logging.WARNING)
+        logger.info(PRIVATE_CLUSTER_STARTED + " (%s)", node.address)
     else:
         ray.init(address=address, runtime_env={"env_vars": WORKER_ENV})
 
@@ -62,9 +62,9 @@ def connect(config: Config) -> None:
 PRIVATE_CLUSTER_STARTED = "started a private Ray cluster"
 
 
-def start_private_cluster(num_cpus: Optional[int], num_gpus: Optional[int]) -> str:
+def start_private_cluster(num_cpus: Optional[int], num_gpus: Optional[int]):
     """Start this process's own one-node Ray cluster of `num_cpus` CPUs and `num_gpus` GPUs (None: as many as
-    this machine has); returns its address.
+    this machine has); returns its Ray node (`.address` to join it, `.kill_all_processes` to stop it early).
 
     It is the cluster `ray.init(address="local", include_dashboard=False)` starts, less the autoscaler's
     monitor, which a fixed one-node cluster never uses (`ray start` leaves it out with `--no-monitor`): its
@@ -85,7 +85,7 @@ def start_private_cluster(num_cpus: Optional[int], num_gpus: Optional[int]) -> s
     )
     node = Node(params, head=True, shutdown_at_exit=False, spawn_reaper=True, ray_init_cluster=True)
     atexit.register(node.kill_all_processes, check_alive=False, allow_graceful=True)
-    return node.address
+    return node
 
 
 def join_address(ray_address: str) -> Optional[str]:
