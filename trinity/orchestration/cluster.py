@@ -84,8 +84,15 @@ def start_private_cluster(num_cpus: Optional[int], num_gpus: Optional[int]):
         num_cpus=num_cpus, num_gpus=num_gpus, include_dashboard=False, no_monitor=True, _system_config=system_config
     )
     node = Node(params, head=True, shutdown_at_exit=False, spawn_reaper=True, ray_init_cluster=True)
-    atexit.register(node.kill_all_processes, check_alive=False, allow_graceful=True)
+    atexit.register(_stop, node)
     return node
+
+
+def _stop(node) -> None:
+    """Disconnect this process, then stop the cluster: Ray's own exit handler (registered when ray is imported,
+    so it runs after this one) would otherwise wait ~5 s for a cluster already gone."""
+    ray.shutdown()
+    node.kill_all_processes(check_alive=False, allow_graceful=True)
 
 
 def join_address(ray_address: str) -> Optional[str]:
