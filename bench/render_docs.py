@@ -493,8 +493,10 @@ SECTIONS = [
         "`trinity sync` / `trinity off-policy` (mode `both`, `sync_offset` 0 / 1), `trinity colocate` / "
         "`trinity colocate off-policy` (mode `colocate`), `trinity colocate hf` (SmolLM2 with the HF engine "
         "instead of the preset's vLLM); `trl` (TRL's GRPOTrainer) and `bare` (a bare single-process GRPO loop), "
-        "both in `bench/peer_loops.py`, each in its own virtual environment (`bench/peer_envs.py`) with its "
-        "work read from trinity's resolved config (`tests/test_bench_peer.py` checks the settings they "
+        "both in `bench/peer_loops.py`. Every contestant runs in its own virtual environment as its users install "
+        "it (`bench/peer_envs.py`): trinity in the README's install (with vLLM and the GGUF reader for SmolLM2), "
+        "TRL and the bare loop in theirs, the baselines' work read from trinity's resolved config "
+        "(`tests/test_bench_peer.py` checks the settings they "
         "hard-code). Rounds are interleaved (each round runs every contestant once). Reported per contestant: "
         "the median over rounds of the steady-state seconds per step, of its ratio to the bare loop and to "
         "TRL in the same round, of the peak memory summed over its whole process tree, and of its start-up "
@@ -589,7 +591,9 @@ NOTES = {
         "vLLM engine keeps its own copy of the weights and a KV cache beside the trainer's model, optimizer "
         "state and gradients, hence its memory, and starts later (vLLM's engine start); its steps are about as "
         "fast as the HF engine's at 4 prompts x 4 samples x 32 tokens. It is the preset's engine for its "
-        "evaluations: 128 greedy questions in one batch (Generation, below)."
+        "evaluations: 128 greedy questions in one batch (Generation, below). This table predates trinity's own "
+        "environment in the bench: trinity ran in the development environment (`ray[default]`, whose dashboard "
+        "and agents take ~50 MB more than a user's install; TRL and the bare loop already ran in theirs)."
     ),
     ("peer_tiny.json", "237b79d"): (
         "The default experiment's GRPO work, every contestant in its users' install (trinity: the README's, so "
